@@ -1,0 +1,264 @@
+"""SQLModel tables: people, teams, tickets, notifications, API tokens and the task ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlmodel import Field, SQLModel
+
+TZ = sa.DateTime(timezone=True)
+
+
+class Role(StrEnum):
+    ADMIN = "ADMIN"
+    STAFF = "STAFF"
+    CUSTOMER = "CUSTOMER"
+
+
+class TicketStatus(StrEnum):
+    OPEN = "OPEN"
+    PENDING = "PENDING"
+    RESOLVED = "RESOLVED"
+    CLOSED = "CLOSED"
+
+
+class Priority(StrEnum):
+    LOW = "LOW"
+    NORMAL = "NORMAL"
+    HIGH = "HIGH"
+    URGENT = "URGENT"
+
+
+class TaskKind(StrEnum):
+    EXPORT = "EXPORT"
+    REMINDER = "REMINDER"
+    IMPORT = "IMPORT"
+    NOOP = "NOOP"  # benchmarks and tests only
+
+
+class TaskStatus(StrEnum):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+ACTIVE_STATUSES = (TaskStatus.WAITING, TaskStatus.RUNNING)
+TERMINAL_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+CLOSED_TICKET = (TicketStatus.RESOLVED, TicketStatus.CLOSED)
+
+
+def _now_col(**kw: Any) -> Any:
+    return Field(sa_column=sa.Column(TZ, nullable=False, server_default=sa.func.now(), **kw))
+
+
+def _tz(nullable: bool = True, **kw: Any) -> Any:
+    return Field(default=None, sa_column=sa.Column(TZ, nullable=nullable, **kw))
+
+
+def _check_in(column: str, enum: type[StrEnum]) -> sa.CheckConstraint:
+    values = ", ".join(f"'{m.value}'" for m in enum)
+    return sa.CheckConstraint(f"{column} IN ({values})", name=f"{column}_valid")
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "app_user"
+    __table_args__ = (sa.Index("app_user_email_key", sa.func.lower(sa.text("email")), unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    email: str = Field(max_length=320)
+    display_name: str = Field(max_length=200)
+    password_hash: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
+    locale: str = Field(default="en", max_length=20, sa_column_kwargs={"server_default": "en"})
+    timezone: str = Field(default="UTC", max_length=64, sa_column_kwargs={"server_default": "UTC"})
+    created_at: datetime = _now_col()
+
+
+class Team(SQLModel, table=True):
+    __tablename__ = "team"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, sa_column_kwargs={"unique": True})
+    created_at: datetime = _now_col()
+
+
+class Membership(SQLModel, table=True):
+    __tablename__ = "membership"
+    __table_args__ = (_check_in("role", Role),)
+
+    user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
+    team_id: int = Field(foreign_key="team.id", primary_key=True, ondelete="CASCADE", index=True)
+    role: str = Field(max_length=20)
+    created_at: datetime = _now_col()
+
+
+class Ticket(SQLModel, table=True):
+    __tablename__ = "ticket"
+    __table_args__ = (
+        _check_in("status", TicketStatus),
+        _check_in("priority", Priority),
+        sa.Index(
+            "ticket_team_status_priority_created", "team_id", "status", "priority", "created_at"
+        ),
+        sa.Index("ticket_team_created", "team_id", sa.text("created_at DESC"), sa.text("id DESC")),
+        sa.Index("ticket_team_creator", "team_id", "creator_id"),
+        sa.Index("ticket_team_assignee", "team_id", "assignee_id"),
+        sa.Index(
+            "ticket_title_trgm",
+            "title",
+            postgresql_using="gin",
+            postgresql_ops={"title": "gin_trgm_ops"},
+        ),
+        sa.Index("ticket_team_external_id", "team_id", "external_id", unique=True),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    title: str = Field(max_length=500)
+    body: str = Field(default="", sa_column_kwargs={"server_default": ""})
+    status: str = Field(default="OPEN", max_length=20, sa_column_kwargs={"server_default": "OPEN"})
+    priority: str = Field(
+        default="NORMAL", max_length=20, sa_column_kwargs={"server_default": "NORMAL"}
+    )
+    creator_id: int = Field(foreign_key="app_user.id")
+    assignee_id: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    reminder_revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    external_id: str | None = Field(default=None, max_length=200)
+    created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class Notification(SQLModel, table=True):
+    __tablename__ = "notification"
+    __table_args__ = (
+        sa.Index("notification_user_created", "user_id", sa.text("id DESC")),
+        sa.Index(
+            "notification_user_unread", "user_id", postgresql_where=sa.text("read_at IS NULL")
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    task_id: int | None = Field(default=None)
+    kind: str = Field(max_length=40)
+    text: str
+    link: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
+    read_at: datetime | None = _tz()
+    created_at: datetime = _now_col()
+
+
+class ApiToken(SQLModel, table=True):
+    __tablename__ = "api_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    name: str = Field(max_length=200)
+    prefix: str = Field(max_length=32)
+    token_sha256: str = Field(max_length=64, sa_column_kwargs={"unique": True})
+    scopes: list[str] = Field(
+        default_factory=list,
+        sa_column=sa.Column(pg.ARRAY(sa.Text), nullable=False, server_default="{}"),
+    )
+    created_at: datetime = _now_col()
+    last_used_at: datetime | None = _tz()
+    revoked_at: datetime | None = _tz()
+
+
+class BackgroundTask(SQLModel, table=True):
+    """The ledger: one row per unit of background work; the only truth about its state."""
+
+    __tablename__ = "background_task"
+    __table_args__ = (
+        _check_in("kind", TaskKind),
+        _check_in("status", TaskStatus),
+        sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress_range"),
+        sa.CheckConstraint("run >= 1 AND attempts >= 0 AND max_attempts >= 1", name="counters"),
+        sa.Index("background_task_team_owner_created", "team_id", "owner_id", sa.text("id DESC")),
+        sa.Index("background_task_team_created", "team_id", sa.text("id DESC")),
+        sa.Index(
+            "background_task_due",
+            "run_at",
+            postgresql_where=sa.text("status = 'WAITING'"),
+        ),
+        sa.Index(
+            "background_task_lease",
+            "lease_until",
+            postgresql_where=sa.text("status = 'RUNNING'"),
+        ),
+        sa.Index(
+            "background_task_finished",
+            "finished_at",
+            postgresql_where=sa.text("finished_at IS NOT NULL"),
+        ),
+        # "One active task per idempotency scope" is a database fact, not a code path.
+        sa.Index(
+            "background_task_one_active_per_scope",
+            "kind",
+            "team_id",
+            "scope_key",
+            unique=True,
+            postgresql_where=sa.text("status IN ('WAITING', 'RUNNING')"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=20)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    ticket_id: int | None = Field(default=None, foreign_key="ticket.id", ondelete="CASCADE")
+
+    scope_key: str = Field(max_length=200)
+    filters: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
+    scope_creator_id: int | None = Field(default=None)
+    reminder_revision: int | None = Field(default=None)
+    note: str = Field(default="", max_length=1000, sa_column_kwargs={"server_default": ""})
+    run_at: datetime = _now_col()
+
+    status: str = Field(
+        default="WAITING", max_length=20, sa_column_kwargs={"server_default": "WAITING"}
+    )
+    progress: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
+    progress_current: int = Field(
+        default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"}
+    )
+    progress_total: int | None = Field(default=None, sa_type=sa.BigInteger)
+    progress_message: str = Field(
+        default="", max_length=500, sa_column_kwargs={"server_default": ""}
+    )
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    max_attempts: int = Field(default=5, sa_column_kwargs={"server_default": "5"})
+    last_error: str | None = Field(default=None)
+    cancel_requested: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+
+    run: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    execution_id: str | None = Field(default=None, max_length=64)
+    dispatched_at: datetime | None = _tz()
+    lease_until: datetime | None = _tz()
+    started_at: datetime | None = _tz()
+
+    result_summary: str | None = Field(default=None)
+    result_skipped: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
+    expires_at: datetime | None = _tz()
+    finished_at: datetime | None = _tz()
+    created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class TaskResultChunk(SQLModel, table=True):
+    """Stored export output, split in chunks; only the chunks of the committing execution count."""
+
+    __tablename__ = "task_result_chunk"
+
+    task_id: int = Field(foreign_key="background_task.id", primary_key=True, ondelete="CASCADE")
+    execution_id: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(primary_key=True)
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))

@@ -1,0 +1,112 @@
+"""Configuration: every setting taskdesk reads from the environment, validated once at start."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import cached_property
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-change-me"})
+DEV_SECRET = "dev-secret-change-me"
+
+
+class Env(StrEnum):
+    DEV = "dev"
+    TEST = "test"
+    PROD = "prod"
+
+
+class ConfigError(SystemExit):
+    """A setting is nonsense: the process stops with a message naming the variable."""
+
+
+class Settings(BaseSettings):
+    """Read from environment variables (names in upper case); see README's configuration table."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    taskdesk_env: Env = Env.DEV
+    # Empty means "run private embedded servers" (taskdesk dev, the tests).
+    database_url: str = ""
+    redis_url: str = ""
+    queue_prefix: str = Field(default="taskdesk", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    secret_key: str = DEV_SECRET
+    data_dir: str = ".taskdesk"
+
+    db_pool_size: int = Field(default=5, ge=1, le=100)
+    db_max_overflow: int = Field(default=5, ge=0, le=100)
+
+    export_max_active_per_user: int = Field(default=3, ge=1, le=1000)
+    export_max_per_hour: int = Field(default=20, ge=1, le=100_000)
+    export_max_rows: int = Field(default=2_000_000, ge=1)
+    export_retention_hours: float = Field(default=24.0, gt=0)
+    task_retention_days: float = Field(default=30.0, gt=0)
+
+    lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    retry_base_seconds: float = Field(default=2.0, gt=0, le=3600)
+    retry_max_seconds: float = Field(default=300.0, gt=0)
+    redelivery_seconds: float = Field(default=15.0, ge=1, le=3600)
+    dispatch_interval: float = Field(default=0.5, gt=0, le=60)
+    dispatch_lookahead_seconds: float = Field(default=3600.0, ge=0, le=80_000)
+    worker_max_jobs: int = Field(default=10, ge=1, le=1000)
+    worker_poll_delay: float = Field(default=0.05, gt=0, le=10)
+    worker_grace_seconds: float = Field(default=20.0, ge=0, le=3600)
+    heartbeat_ttl_seconds: int = Field(default=20, ge=2, le=3600)
+
+    mutation_rate_per_minute: int = Field(default=120, ge=1)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str) -> str:
+        if v and not v.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or empty for the embedded server)")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str) -> str:
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
+        return v
+
+    @model_validator(mode="after")
+    def _check_secret(self) -> Settings:
+        if self.taskdesk_env is Env.PROD and (
+            self.secret_key in PLACEHOLDER_SECRETS or len(self.secret_key) < 16
+        ):
+            raise ValueError(
+                "SECRET_KEY is a placeholder or shorter than 16 characters; "
+                "set a long random value in production (e.g. `openssl rand -hex 32`)"
+            )
+        if self.retry_max_seconds < self.retry_base_seconds:
+            raise ValueError("RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS")
+        return self
+
+    @cached_property
+    def sqlalchemy_url(self) -> str:
+        """The database URL in the form SQLAlchemy wants (psycopg 3 driver)."""
+        url = self.database_url
+        for prefix in ("postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+    @cached_property
+    def libpq_url(self) -> str:
+        """The database URL in the form psycopg wants."""
+        return self.sqlalchemy_url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings or stop the process with one readable line per bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = "_".join(str(p) for p in err["loc"]).upper() or "configuration"
+            lines.append(f"  {name}: {err['msg']}")
+        raise ConfigError("taskdesk: invalid configuration\n" + "\n".join(lines)) from None

@@ -1,0 +1,112 @@
+"""Shared fixtures: real PostgreSQL and Redis (given by URL, or private embedded ones), one cloned
+database and one Redis namespace per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from desk.db import create_engine
+from desk.settings import Settings, load_settings
+from taskdesk import migrate
+from taskdesk.embedded import PostgresServer, RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Servers:
+    admin_url: str  # libpq URL of a maintenance database on the server
+    redis_url: str
+
+    def db_url(self, name: str) -> str:
+        return _with_dbname(self.admin_url, name)
+
+
+def _with_dbname(url: str, name: str) -> str:
+    head, _, tail = url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{name}" + (f"?{tail}" if tail else "")
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    db_url = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    redis_url = os.environ.get("TEST_REDIS_URL") or os.environ.get("REDIS_URL")
+    started: list[PostgresServer | RedisServer] = []
+    root = ROOT / ".taskdesk" / "test"
+    if not db_url:
+        pg = PostgresServer(root / "pg", fast=True)
+        pg.start()
+        started.append(pg)
+        db_url = pg.admin_url()
+    if not redis_url:
+        rd = RedisServer(root / "redis", persist=False)
+        redis_url = rd.start()
+        started.append(rd)
+    db_url = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    yield Servers(admin_url=_with_dbname(db_url, "postgres"), redis_url=redis_url)
+    for server in started:
+        server.stop()
+
+
+def _admin(servers: Servers) -> psycopg.Connection:
+    return psycopg.connect(servers.admin_url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(servers: Servers) -> Iterator[str]:
+    """A migrated database that each test clones (CREATE DATABASE … TEMPLATE)."""
+    name = f"taskdesk_tpl_{os.getpid()}"
+    with _admin(servers) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    migrate.upgrade(servers.db_url(name))
+    yield name
+    with _admin(servers) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_url(servers: Servers, template_db: str) -> Iterator[str]:
+    name = f"taskdesk_t_{uuid.uuid4().hex[:12]}"
+    with _admin(servers) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}" STRATEGY FILE_COPY')
+    yield servers.db_url(name)
+    with _admin(servers) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings(db_url: str, servers: Servers) -> Settings:
+    return load_settings(
+        taskdesk_env="test",
+        database_url=db_url,
+        redis_url=servers.redis_url,
+        queue_prefix=f"t{uuid.uuid4().hex[:10]}",
+        secret_key="test-secret-key-0123456789",
+    )
+
+
+@pytest.fixture
+async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(settings)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[Redis]:
+    client = Redis.from_url(settings.redis_url)
+    yield client
+    async for key in client.scan_iter(match=f"*{settings.queue_prefix}*", count=1000):
+        await client.delete(key)
+    await client.aclose()
