@@ -192,6 +192,11 @@ class BackgroundTask(SQLModel, table=True):
             postgresql_where=sa.text("status = 'RUNNING'"),
         ),
         sa.Index(
+            "background_task_expiring",
+            "expires_at",
+            postgresql_where=sa.text("result_bytes IS NOT NULL"),
+        ),
+        sa.Index(
             "background_task_finished",
             "finished_at",
             postgresql_where=sa.text("finished_at IS NOT NULL"),

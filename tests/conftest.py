@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -15,9 +16,11 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from desk.db import create_engine
+from desk.runtime import Runtime
 from desk.settings import Settings, load_settings
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer, RedisServer
+from tests.factories import World, make_world
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +113,36 @@ async def redis(settings: Settings) -> AsyncIterator[Redis]:
     async for key in client.scan_iter(match=f"*{settings.queue_prefix}*", count=1000):
         await client.delete(key)
     await client.aclose()
+
+
+class FakeClock:
+    """Injected time: tests move it forward instead of sleeping."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def rt(settings: Settings, clock: FakeClock) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings, clock=clock)
+    yield runtime
+    async for key in runtime.redis.scan_iter(match=f"*{settings.queue_prefix}*", count=1000):
+        await runtime.redis.delete(key)
+    await runtime.close()
+
+
+@pytest.fixture
+async def world(rt: Runtime) -> World:
+    return await make_world(rt)

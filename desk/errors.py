@@ -1,0 +1,83 @@
+"""Expected failures of the domain. Each class's docstring is its default message.
+
+GraphQL turns them into typed union results or error codes, the pages into 4xx answers; the
+worker's job outcomes live in `jobs/outcomes.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+class DeskError(Exception):
+    """Something went wrong."""
+
+    code = "ERROR"
+    http_status = 400
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or (self.__doc__ or "").strip()
+        super().__init__(self.message)
+
+
+class NotFound(DeskError):
+    """Not found."""
+
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class Unauthenticated(DeskError):
+    """Sign in first: no valid session or API token."""
+
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class NotAllowed(DeskError):
+    """Your role does not allow this action."""
+
+    code = "FORBIDDEN"
+    http_status = 403
+
+
+class ValidationProblem(DeskError):
+    """A value is not acceptable."""
+
+    code = "VALIDATION"
+    http_status = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+        self.detail = message
+
+
+class TaskConflict(DeskError):
+    """An identical task is already queued or running; follow that one."""
+
+    code = "TASK_CONFLICT"
+    http_status = 409
+
+    def __init__(self, existing: Any, message: str | None = None) -> None:
+        self.existing = existing  # the BackgroundTask row to attach to
+        super().__init__(message)
+
+
+class QuotaExceeded(DeskError):
+    """Too many exports: try again later."""
+
+    code = "QUOTA_EXCEEDED"
+    http_status = 429
+
+    def __init__(self, retry_after: datetime, message: str | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class RateLimited(DeskError):
+    """Too many requests: slow down and try again in a minute."""
+
+    code = "RATE_LIMITED"
+    http_status = 429

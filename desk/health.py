@@ -1,0 +1,76 @@
+"""Health: live workers (their Redis registrations), the dispatcher's last sweep, queue depth and
+the oldest overdue WAITING task. Green means recent activity, not that a given CSV is right."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from redis.exceptions import RedisError
+
+from desk.runtime import Runtime
+
+OVERDUE_SECONDS = 30.0
+
+
+def worker_key(prefix: str, worker_id: str) -> str:
+    return f"{prefix}:worker:{worker_id}"
+
+
+@dataclass
+class Health:
+    redis_ok: bool
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    last_sweep: datetime | None = None
+    queue_depth: int | None = None
+    oldest_overdue_seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        overdue = self.oldest_overdue_seconds or 0.0
+        return self.redis_ok and bool(self.workers) and overdue < OVERDUE_SECONDS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "redis": self.redis_ok,
+            "workers": len(self.workers),
+            "worker_details": self.workers,
+            "last_sweep": self.last_sweep.isoformat() if self.last_sweep else None,
+            "queue_depth": self.queue_depth,
+            "oldest_overdue_seconds": self.oldest_overdue_seconds,
+        }
+
+
+async def _workers(rt: Runtime) -> list[dict[str, Any]]:
+    out = []
+    async for key in rt.redis.scan_iter(match=worker_key(rt.settings.queue_prefix, "*"), count=200):
+        raw = await rt.redis.get(key)
+        if raw:
+            out.append(json.loads(raw))
+    return sorted(out, key=lambda w: str(w.get("id")))
+
+
+async def check(rt: Runtime) -> Health:
+    now = rt.clock()
+    async with rt.engine.connect() as conn:
+        oldest = (
+            await conn.execute(
+                sa.text(
+                    "SELECT min(run_at) FROM background_task WHERE status = 'WAITING' AND run_at <= :now"
+                ),
+                {"now": now},
+            )
+        ).scalar_one()
+    overdue = max(0.0, (now - oldest).total_seconds()) if oldest else None
+    try:
+        workers = await _workers(rt)
+        depth = await rt.queue.depth()
+    except (RedisError, OSError, TimeoutError):
+        return Health(redis_ok=False, oldest_overdue_seconds=overdue)
+    sweeps = [w["last_sweep"] for w in workers if w.get("last_sweep")]
+    last = datetime.fromisoformat(max(sweeps)) if sweeps else None
+    return Health(True, workers, last, depth, overdue)

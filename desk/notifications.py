@@ -1,0 +1,108 @@
+"""In-app notifications: written by the worker (reminders), read and marked by their user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.errors import ValidationProblem
+from desk.models import Notification
+from desk.runtime import Runtime
+
+MAX_PAGE = 100
+
+
+async def insert_many(
+    conn: AsyncConnection,
+    *,
+    user_ids: list[int],
+    team_id: int,
+    task_id: int | None,
+    kind: str,
+    text: str,
+    link: str,
+) -> int:
+    """Inside the caller's transaction (the one that completes the task), so they commit together."""
+    if not user_ids:
+        return 0
+    await conn.execute(
+        sa.text(
+            "INSERT INTO notification (user_id, team_id, task_id, kind, text, link) "
+            "SELECT u, :team, :task, :kind, :text, :link FROM unnest(CAST(:users AS int[])) AS u"
+        ),
+        {
+            "users": user_ids,
+            "team": team_id,
+            "task": task_id,
+            "kind": kind,
+            "text": text,
+            "link": link,
+        },
+    )
+    return len(user_ids)
+
+
+@dataclass
+class NotificationPage:
+    items: list[Notification]
+    end_cursor: str | None
+    has_next: bool
+
+
+async def list_notifications(
+    rt: Runtime,
+    user_id: int,
+    *,
+    unread_only: bool = False,
+    first: int = 20,
+    after: str | None = None,
+) -> NotificationPage:
+    if not 1 <= first <= MAX_PAGE:
+        raise ValidationProblem("first", f"between 1 and {MAX_PAGE}")
+    clauses = ["user_id = :u"]
+    params: dict[str, object] = {"u": user_id, "lim": first + 1}
+    if unread_only:
+        clauses.append("read_at IS NULL")
+    if after:
+        if not after.isdigit():
+            raise ValidationProblem("after", "not a cursor this list gave out")
+        clauses.append("id < :after")
+        params["after"] = int(after)
+    async with rt.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text(
+                f"SELECT * FROM notification WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT :lim"
+            ),
+            params,
+        )
+        items = [Notification(**r._mapping) for r in rows]
+    page = items[:first]
+    return NotificationPage(page, str(page[-1].id) if page else None, len(items) > first)
+
+
+async def unread_count(rt: Runtime, user_id: int) -> int:
+    async with rt.engine.connect() as conn:
+        return int(
+            (
+                await conn.execute(
+                    sa.text(
+                        "SELECT count(*) FROM notification WHERE user_id = :u AND read_at IS NULL"
+                    ),
+                    {"u": user_id},
+                )
+            ).scalar_one()
+        )
+
+
+async def mark_read(rt: Runtime, user_id: int, ids: list[int] | None = None) -> int:
+    """Mark the given notifications (or, with None, all) of this user as read; returns how many."""
+    sql = "UPDATE notification SET read_at = :now WHERE user_id = :u AND read_at IS NULL"
+    params: dict[str, object] = {"u": user_id, "now": rt.clock()}
+    if ids is not None:
+        sql += " AND id = ANY(:ids)"
+        params["ids"] = ids
+    async with rt.engine.begin() as conn:
+        result = await conn.execute(sa.text(sql), params)
+    return int(result.rowcount)

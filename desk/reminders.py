@@ -1,0 +1,211 @@
+"""Reminders: "remind the assignee of ticket T at time X if it is still unresolved".
+
+Scheduling again or cancelling bumps the ticket's `reminder_revision`; the task carries the
+revision it was made for, so at fire time a stale one completes as skipped, whatever happened
+in between. One active reminder per ticket is a database fact (scope `ticket:{id}`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk import access, ledger
+from desk.errors import NotFound, TaskConflict, ValidationProblem
+from desk.models import CLOSED_TICKET, BackgroundTask, TaskKind, TaskStatus, Ticket
+from desk.runtime import Runtime
+from desk.tasks import accept, kick
+
+MAX_AHEAD = timedelta(days=366)
+
+
+def scope_key(ticket_id: int) -> str:
+    return f"ticket:{ticket_id}"
+
+
+def _due(now: datetime, at: datetime | None, in_minutes: int | None) -> datetime:
+    if (at is None) == (in_minutes is None):
+        raise ValidationProblem("at", "give either a time (at) or a number of minutes (inMinutes)")
+    if in_minutes is not None:
+        if not 1 <= in_minutes <= 366 * 24 * 60:
+            raise ValidationProblem("inMinutes", "between 1 minute and 366 days")
+        return now + timedelta(minutes=in_minutes)
+    assert at is not None
+    if at.tzinfo is None:
+        raise ValidationProblem("at", "include a time zone offset (e.g. 2026-12-01T09:00:00+08:00)")
+    if at <= now:
+        raise ValidationProblem("at", "must be in the future")
+    if at > now + MAX_AHEAD:
+        raise ValidationProblem("at", "at most a year ahead")
+    return at
+
+
+async def _ticket_for_staff(conn: AsyncConnection, user_id: int, ticket_id: int) -> Ticket:
+    """The ticket, locked; customers and outsiders are told it does not exist."""
+    row = (
+        await conn.execute(
+            sa.text("SELECT * FROM ticket WHERE id = :id FOR UPDATE"), {"id": ticket_id}
+        )
+    ).first()
+    if row is None:
+        raise NotFound("Ticket not found.")
+    ticket = Ticket(**row._mapping)
+    member = await access.membership(conn, user_id, ticket.team_id)
+    if member is None or not access.can_see_ticket(member, ticket.creator_id):
+        raise NotFound("Ticket not found.")
+    access.require_staff(member)
+    return ticket
+
+
+async def _bump(conn: AsyncConnection, ticket_id: int) -> int:
+    return int(
+        (
+            await conn.execute(
+                sa.text(
+                    "UPDATE ticket SET reminder_revision = reminder_revision + 1 WHERE id = :id "
+                    "RETURNING reminder_revision"
+                ),
+                {"id": ticket_id},
+            )
+        ).scalar_one()
+    )
+
+
+async def schedule_reminder(
+    rt: Runtime,
+    user_id: int,
+    ticket_id: int,
+    *,
+    at: datetime | None = None,
+    in_minutes: int | None = None,
+    note: str = "",
+) -> BackgroundTask:
+    """Staff/admin only. The same due minute again → TaskConflict (a double click); another
+    time reschedules: the earlier reminder completes at once as skipped."""
+    now = rt.clock()
+    due = _due(now, at, in_minutes)
+    note = " ".join(note.split())
+    if len(note) > 500:
+        raise ValidationProblem("note", "at most 500 characters")
+    async with rt.engine.begin() as conn:
+        ticket = await _ticket_for_staff(conn, user_id, ticket_id)
+        await ledger.lock_team(conn, ticket.team_id)
+        if ticket.status in CLOSED_TICKET:
+            raise ValidationProblem(
+                "ticket", f"the ticket is {ticket.status.lower()}; reopen it first"
+            )
+        existing = await ledger.active_in_scope(
+            conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
+        )
+        if existing is not None:
+            same_minute = existing.run_at.replace(second=0, microsecond=0) == due.replace(
+                second=0, microsecond=0
+            )
+            if same_minute or existing.status == TaskStatus.RUNNING:
+                raise TaskConflict(
+                    existing, "A reminder for that time already exists; following it."
+                )
+            await ledger.skip(
+                conn,
+                existing.id or 0,
+                now=now,
+                reason=f"Superseded by a reminder for {due:%Y-%m-%d %H:%M} UTC.",
+            )
+        revision = await _bump(conn, ticket_id)
+        task = await accept(
+            rt,
+            conn,
+            ledger.NewTask(
+                kind=TaskKind.REMINDER,
+                team_id=ticket.team_id,
+                owner_id=user_id,
+                ticket_id=ticket_id,
+                scope_key=scope_key(ticket_id),
+                run_at=due,
+                max_attempts=rt.settings.max_attempts,
+                reminder_revision=revision,
+                note=note,
+            ),
+        )
+    await kick(rt, task)
+    return task
+
+
+async def cancel_reminder(rt: Runtime, user_id: int, ticket_id: int) -> BackgroundTask | None:
+    """Cancel the ticket's pending reminder (if any); bumps the revision so none can fire."""
+    async with rt.engine.begin() as conn:
+        ticket = await _ticket_for_staff(conn, user_id, ticket_id)
+        await _bump(conn, ticket_id)
+        existing = await ledger.active_in_scope(
+            conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
+        )
+        if existing is None:
+            return None
+        return await ledger.cancel(conn, existing.id or 0, now=rt.clock()) or existing
+
+
+async def pending_reminder(rt: Runtime, user_id: int, ticket_id: int) -> BackgroundTask | None:
+    """The ticket's active reminder, for staff (customers: NotFound/NotAllowed as for any reminder)."""
+    async with rt.engine.connect() as conn:
+        ticket = (
+            await conn.execute(sa.text("SELECT * FROM ticket WHERE id = :id"), {"id": ticket_id})
+        ).first()
+        if ticket is None:
+            raise NotFound("Ticket not found.")
+        member = await access.membership(conn, user_id, ticket.team_id)
+        if member is None or not access.can_see_ticket(member, ticket.creator_id):
+            raise NotFound("Ticket not found.")
+        if not member.is_staff:
+            return None
+        return await ledger.active_in_scope(
+            conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
+        )
+
+
+@dataclass(frozen=True)
+class Firing:
+    skipped: bool
+    summary: str
+    recipients: tuple[int, ...] = ()
+    text: str = ""
+    link: str = ""
+
+
+async def decide(conn: AsyncConnection, task: BackgroundTask) -> Firing:
+    """At fire time: skip (and say why) or name who gets the notification."""
+    row = (
+        await conn.execute(
+            sa.text("SELECT * FROM ticket WHERE id = :id FOR SHARE"), {"id": task.ticket_id}
+        )
+    ).first()
+    if row is None:
+        return Firing(True, "Skipped: the ticket no longer exists.")
+    ticket = Ticket(**row._mapping)
+    if ticket.reminder_revision != task.reminder_revision:
+        return Firing(True, "Skipped: the reminder was rescheduled or cancelled.")
+    if ticket.status in CLOSED_TICKET:
+        return Firing(
+            True, f"Skipped: the ticket was {ticket.status.lower()} before the reminder was due."
+        )
+    recipients: list[int] = []
+    if ticket.assignee_id is not None:
+        assignee = await access.membership(conn, ticket.assignee_id, ticket.team_id)
+        if assignee is not None and assignee.is_staff:
+            recipients = [ticket.assignee_id]
+    who = "the assignee"
+    if not recipients:
+        rows = await conn.execute(
+            sa.text(
+                "SELECT user_id FROM membership WHERE team_id = :t AND role IN ('ADMIN', 'STAFF') ORDER BY user_id"
+            ),
+            {"t": ticket.team_id},
+        )
+        recipients = [r.user_id for r in rows]
+        who = f"{len(recipients)} team staff (unassigned ticket)"
+    text = f"Reminder: ticket #{ticket.id} “{ticket.title}” is still {ticket.status.lower()}."
+    if task.note:
+        text += f" Note: {task.note}"
+    return Firing(False, f"Reminded {who}.", tuple(recipients), text, f"/tickets/{ticket.id}")

@@ -1,0 +1,40 @@
+"""The handles every entry point shares: settings, the database engine, the Redis queue, a clock.
+
+Created by the web app's lifespan, the worker's startup and the CLI — never at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from desk.clock import Clock, utcnow
+from desk.db import create_engine
+from desk.queue import Queue
+from desk.settings import Settings
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    queue: Queue
+    clock: Clock = field(default=utcnow)
+
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, clock: Clock = utcnow, pool_size: int | None = None
+    ) -> Runtime:
+        engine = create_engine(settings, pool_size=pool_size)
+        queue = await Queue.open(settings)
+        return cls(settings=settings, engine=engine, queue=queue, clock=clock)
+
+    @property
+    def redis(self) -> Redis:
+        return self.queue.redis
+
+    async def close(self) -> None:
+        await self.queue.close()
+        await self.engine.dispose()

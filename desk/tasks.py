@@ -1,0 +1,287 @@
+"""What people (through GraphQL, the pages or the CLI) do with tasks: start, follow, cancel, retry.
+
+Every function checks membership from the database, applies the visibility rules of
+DESIGN.md §3 (a task you may not see is reported exactly as a missing one), changes the ledger
+through `desk.ledger` in one transaction, and after commit hands the task to the queue (best
+effort: if Redis is down the dispatcher sends it later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk import access, ledger
+from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.filters import parse_filter
+from desk.models import BackgroundTask, TaskKind, TaskStatus
+from desk.runtime import Runtime
+
+MAX_PAGE = 100
+
+
+async def kick(rt: Runtime, task: BackgroundTask) -> None:
+    """After commit: hand the task to arq now (deferred when it is due later)."""
+    now = rt.clock()
+    if task.run_at > now + timedelta(seconds=rt.settings.dispatch_lookahead_seconds):
+        return  # the dispatcher sends it when it comes within the look-ahead
+    defer = task.run_at if task.run_at > now else None
+    assert task.id is not None
+    await rt.queue.enqueue(task.id, task.run, defer)
+
+
+def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:
+    return run_at <= rt.clock() + timedelta(seconds=rt.settings.dispatch_lookahead_seconds)
+
+
+async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> BackgroundTask:
+    """Insert WAITING unless an active task holds the same scope (then TaskConflict)."""
+    existing = await ledger.active_in_scope(conn, new.kind, new.team_id, new.scope_key)
+    if existing is not None:
+        raise TaskConflict(existing)
+    task = await ledger.insert(conn, new, now=rt.clock(), dispatched=_dispatch_now(rt, new.run_at))
+    if task is None:  # lost a race the team lock should have prevented: still one task
+        existing = await ledger.active_in_scope(conn, new.kind, new.team_id, new.scope_key)
+        raise TaskConflict(existing)
+    return task
+
+
+# --- exports --------------------------------------------------------------------------------
+
+
+async def create_export(
+    rt: Runtime, user_id: int, team_id: int, raw_filters: dict[str, Any] | None
+) -> BackgroundTask:
+    """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own)."""
+    f = parse_filter(raw_filters)
+    now = rt.clock()
+    s = rt.settings
+    async with rt.engine.begin() as conn:
+        await ledger.lock_team(conn, team_id)
+        member = await access.require_member(conn, user_id, team_id)
+        if f.assignment == "user":
+            assignee = await access.membership(conn, f.assignee_id or 0, team_id)
+            if assignee is None or not assignee.is_staff:
+                raise ValidationProblem("assignee_id", "not a staff member of this team")
+        scope = f"export:{user_id}:{f.fingerprint()}"
+        existing = await ledger.active_in_scope(conn, TaskKind.EXPORT, team_id, scope)
+        if existing is not None:
+            raise TaskConflict(existing)
+        active, recent, oldest = await ledger.count_active_and_recent(
+            conn, TaskKind.EXPORT, team_id, user_id, now - timedelta(hours=1)
+        )
+        if active >= s.export_max_active_per_user:
+            raise QuotaExceeded(
+                now + timedelta(seconds=30),
+                f"You already have {active} exports running; wait for one to finish.",
+            )
+        if recent >= s.export_max_per_hour and oldest is not None:
+            retry_after = oldest + timedelta(hours=1)
+            raise QuotaExceeded(
+                retry_after,
+                f"At most {s.export_max_per_hour} exports an hour; try again after {retry_after:%H:%M} UTC.",
+            )
+        task = await accept(
+            rt,
+            conn,
+            ledger.NewTask(
+                kind=TaskKind.EXPORT,
+                team_id=team_id,
+                owner_id=user_id,
+                scope_key=scope,
+                run_at=now,
+                max_attempts=s.max_attempts,
+                filters=f.as_dict(),
+                scope_creator_id=None if member.is_staff else user_id,
+            ),
+        )
+    await kick(rt, task)
+    return task
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+async def _visible(
+    conn: AsyncConnection, user_id: int, task_id: int, *, lock: bool = False
+) -> tuple[BackgroundTask, access.Member]:
+    task = await ledger.get(conn, task_id, lock=lock)
+    if task is None:
+        raise NotFound("Task not found.")
+    member = await access.membership(conn, user_id, task.team_id)
+    if member is None or not access.can_see_task(member, task.kind, task.owner_id):
+        raise NotFound("Task not found.")
+    return task, member
+
+
+async def get_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
+    """One indexed read of the task plus one of the membership."""
+    async with rt.engine.connect() as conn:
+        task, _ = await _visible(conn, user_id, task_id)
+        return task
+
+
+@dataclass
+class TaskPage:
+    items: list[BackgroundTask]
+    end_cursor: str | None
+    has_next: bool
+
+
+async def list_tasks(
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    *,
+    kind: str | None = None,
+    status: str | None = None,
+    first: int = 50,
+    after: str | None = None,
+    newer_than: int | None = None,
+) -> TaskPage:
+    """Newest first. `after` is the cursor of the previous page; `newer_than` a task id (the
+    cheap "anything new since the newest row I show?" check)."""
+    if not 1 <= first <= MAX_PAGE:
+        raise ValidationProblem("first", f"between 1 and {MAX_PAGE}")
+    async with rt.engine.connect() as conn:
+        member = await access.require_member(conn, user_id, team_id)
+        where, params = access.task_visibility_sql(member)
+        clauses = ["team_id = :team", where]
+        params |= {"team": team_id, "lim": first + 1}
+        if kind:
+            if kind not in {k.value for k in TaskKind}:
+                raise ValidationProblem("kind", "unknown task kind")
+            clauses.append("kind = :kind")
+            params["kind"] = kind
+        if status:
+            if status not in {s.value for s in TaskStatus}:
+                raise ValidationProblem("status", "unknown status")
+            clauses.append("status = :status")
+            params["status"] = status
+        if after:
+            if not after.isdigit():
+                raise ValidationProblem("after", "not a cursor this list gave out")
+            clauses.append("id < :after")
+            params["after"] = int(after)
+        if newer_than is not None:
+            clauses.append("id > :newer")
+            params["newer"] = newer_than
+        rows = await conn.execute(
+            sa.text(
+                f"SELECT * FROM background_task WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT :lim"
+            ),
+            params,
+        )
+        items = [BackgroundTask(**r._mapping) for r in rows]
+    page = items[:first]
+    return TaskPage(page, str(page[-1].id) if page else None, len(items) > first)
+
+
+# --- cancel and retry -----------------------------------------------------------------------
+
+
+async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
+    """Cancel a task you may see (and, unless staff, that you own). Finished tasks stay as they are."""
+    async with rt.engine.begin() as conn:
+        task, member = await _visible(conn, user_id, task_id, lock=True)
+        if task.owner_id != user_id and not member.is_staff:
+            raise NotFound("Task not found.")
+        if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
+            return task
+        changed = await ledger.cancel(conn, task_id, now=rt.clock())
+    return changed or task
+
+
+async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
+    """FAILED → a fresh round (full attempts). Any other state: ValidationProblem."""
+    async with rt.engine.begin() as conn:
+        task, _ = await _visible(conn, user_id, task_id, lock=True)
+        if task.status != TaskStatus.FAILED:
+            raise ValidationProblem(
+                "id", f"only a failed task can be retried (this one is {task.status.lower()})"
+            )
+        try:
+            async with conn.begin_nested():
+                changed = await ledger.retry(conn, task_id, now=rt.clock())
+        except IntegrityError:
+            existing = await ledger.active_in_scope(conn, task.kind, task.team_id, task.scope_key)
+            raise TaskConflict(existing) from None
+    assert changed is not None
+    await kick(rt, changed)
+    return changed
+
+
+# --- export results -------------------------------------------------------------------------
+
+
+@dataclass
+class ExportFile:
+    filename: str
+    size: int
+    chunks: AsyncIterator[bytes]
+
+
+async def open_export_result(rt: Runtime, user_id: int, task_id: int) -> ExportFile:
+    """The stored CSV of a completed export, for its owner only and until it expires."""
+    async with rt.engine.connect() as conn:
+        task, _ = await _visible(conn, user_id, task_id)
+    now = rt.clock()
+    if (
+        task.kind != TaskKind.EXPORT
+        or task.owner_id != user_id
+        or task.status != TaskStatus.COMPLETED
+        or task.result_bytes is None
+        or (task.expires_at is not None and task.expires_at <= now)
+    ):
+        raise NotFound("Export file not found (it may have expired).")
+    return ExportFile(
+        filename=f"tickets-export-{task.id}-{task.finished_at or now:%Y%m%d-%H%M}.csv",
+        size=task.result_bytes,
+        chunks=_read_chunks(rt, task.id or 0, task.execution_id or ""),
+    )
+
+
+async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIterator[bytes]:
+    async with rt.engine.connect() as conn:
+        seq = -1
+        while True:
+            row = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT seq, data FROM task_result_chunk WHERE task_id = :t AND execution_id = :e "
+                        "AND seq > :s ORDER BY seq LIMIT 1"
+                    ),
+                    {"t": task_id, "e": execution_id, "s": seq},
+                )
+            ).first()
+            if row is None:
+                return
+            seq = row.seq
+            yield bytes(row.data)
+
+
+# --- labels ---------------------------------------------------------------------------------
+
+
+def status_label(task: BackgroundTask, now: datetime) -> str:
+    """What people see: Queued, Scheduled, Retrying, Running, Completed, Skipped, Failed,
+    Cancelled or Expired."""
+    if task.status == TaskStatus.WAITING:
+        if task.attempts > 0:
+            return "Retrying"
+        return "Scheduled" if task.run_at > now + timedelta(seconds=5) else "Queued"
+    if task.status == TaskStatus.RUNNING:
+        return "Cancelling" if task.cancel_requested else "Running"
+    if task.status == TaskStatus.COMPLETED:
+        if task.result_skipped:
+            return "Skipped"
+        if task.kind == TaskKind.EXPORT and task.expires_at is not None and task.expires_at <= now:
+            return "Expired"
+        return "Completed"
+    return task.status.title()

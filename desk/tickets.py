@@ -1,0 +1,217 @@
+"""Tickets: list (filtered, keyset-paged), read, create and update, with the visibility rules."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk import access
+from desk.errors import NotFound, ValidationProblem
+from desk.filters import TicketFilter, filter_sql
+from desk.models import Priority, Role, Ticket, TicketStatus
+from desk.runtime import Runtime
+
+MAX_PAGE = 200
+TICKET_COLUMNS = (
+    "t.id, t.team_id, t.title, t.body, t.status, t.priority, t.creator_id, t.assignee_id, "
+    "t.reminder_revision, t.external_id, t.created_at, t.updated_at"
+)
+
+
+@dataclass
+class TicketPage:
+    items: list[Ticket]
+    total: int
+    end_cursor: str | None
+    has_next: bool
+
+
+def encode_cursor(created_at: datetime, ticket_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{ticket_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        ts, _, tid = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(ts), int(tid)
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationProblem("after", "not a cursor this list gave out") from None
+
+
+def _ticket(row: Any) -> Ticket:
+    return Ticket(**row._mapping)
+
+
+async def _visible_ticket(
+    conn: AsyncConnection, user_id: int, ticket_id: int, *, lock: bool = False
+) -> tuple[Ticket, access.Member]:
+    row = (
+        await conn.execute(
+            sa.text(
+                f"SELECT {TICKET_COLUMNS} FROM ticket t WHERE t.id = :id"
+                + (" FOR UPDATE" if lock else "")
+            ),
+            {"id": ticket_id},
+        )
+    ).first()
+    if row is None:
+        raise NotFound("Ticket not found.")
+    ticket = _ticket(row)
+    member = await access.membership(conn, user_id, ticket.team_id)
+    if member is None or not access.can_see_ticket(member, ticket.creator_id):
+        raise NotFound("Ticket not found.")
+    return ticket, member
+
+
+async def get_ticket(rt: Runtime, user_id: int, ticket_id: int) -> Ticket:
+    async with rt.engine.connect() as conn:
+        ticket, _ = await _visible_ticket(conn, user_id, ticket_id)
+        return ticket
+
+
+async def list_tickets(
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    f: TicketFilter,
+    *,
+    first: int = 50,
+    after: str | None = None,
+) -> TicketPage:
+    if not 1 <= first <= MAX_PAGE:
+        raise ValidationProblem("first", f"between 1 and {MAX_PAGE}")
+    async with rt.engine.connect() as conn:
+        member = await access.require_member(conn, user_id, team_id)
+        creator = None if member.is_staff else user_id
+        where, params = filter_sql(f, team_id=team_id, me=user_id, creator_id=creator)
+        total = (
+            await conn.execute(sa.text(f"SELECT count(*) FROM ticket t WHERE {where}"), params)
+        ).scalar_one()
+        page_where = where
+        if after:
+            ts, tid = decode_cursor(after)
+            page_where += " AND (t.created_at, t.id) < (:c_ts, :c_id)"
+            params |= {"c_ts": ts, "c_id": tid}
+        rows = (
+            await conn.execute(
+                sa.text(
+                    f"SELECT {TICKET_COLUMNS} FROM ticket t WHERE {page_where} "
+                    "ORDER BY t.created_at DESC, t.id DESC LIMIT :lim"
+                ),
+                params | {"lim": first + 1},
+            )
+        ).all()
+    items = [_ticket(r) for r in rows[:first]]
+    end = encode_cursor(items[-1].created_at, items[-1].id or 0) if items else None
+    return TicketPage(items=items, total=int(total), end_cursor=end, has_next=len(rows) > first)
+
+
+def _clean_title(title: str) -> str:
+    title = " ".join((title or "").split())
+    if not title:
+        raise ValidationProblem("title", "cannot be empty")
+    if len(title) > 500:
+        raise ValidationProblem("title", "at most 500 characters")
+    return title
+
+
+def _enum(field: str, value: str, enum: type[TicketStatus] | type[Priority]) -> str:
+    up = (value or "").strip().upper()
+    if up not in {m.value for m in enum}:
+        raise ValidationProblem(field, f"use one of {', '.join(m.value for m in enum)}")
+    return up
+
+
+async def create_ticket(
+    rt: Runtime, user_id: int, team_id: int, title: str, body: str = "", priority: str = "NORMAL"
+) -> Ticket:
+    title = _clean_title(title)
+    prio = _enum("priority", priority, Priority)
+    if len(body) > 100_000:
+        raise ValidationProblem("body", "at most 100,000 characters")
+    async with rt.engine.begin() as conn:
+        await access.require_member(conn, user_id, team_id)
+        row = (
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO ticket (team_id, title, body, priority, creator_id, created_at, updated_at) "
+                    "VALUES (:team, :title, :body, :prio, :me, :now, :now) "
+                    f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
+                ),
+                {
+                    "team": team_id,
+                    "title": title,
+                    "body": body,
+                    "prio": prio,
+                    "me": user_id,
+                    "now": rt.clock(),
+                },
+            )
+        ).one()
+    return _ticket(row)
+
+
+_UNSET: Any = object()
+
+
+async def update_ticket(
+    rt: Runtime,
+    user_id: int,
+    ticket_id: int,
+    *,
+    status: str | None = None,
+    priority: str | None = None,
+    assignee_id: int | None = _UNSET,
+    title: str | None = None,
+) -> Ticket:
+    """Staff and admins only. Resolving or closing makes a pending reminder skip when it fires."""
+    changes: dict[str, Any] = {}
+    if status is not None:
+        changes["status"] = _enum("status", status, TicketStatus)
+    if priority is not None:
+        changes["priority"] = _enum("priority", priority, Priority)
+    if title is not None:
+        changes["title"] = _clean_title(title)
+    async with rt.engine.begin() as conn:
+        ticket, member = await _visible_ticket(conn, user_id, ticket_id, lock=True)
+        access.require_staff(member)
+        if assignee_id is not _UNSET:
+            if assignee_id is not None:
+                assignee = await access.membership(conn, assignee_id, ticket.team_id)
+                if assignee is None or assignee.role is Role.CUSTOMER:
+                    raise ValidationProblem(
+                        "assignee", "must be a staff member or admin of this team"
+                    )
+            changes["assignee_id"] = assignee_id
+        if not changes:
+            return ticket
+        sets = ", ".join(f"{k} = :{k}" for k in changes)
+        row = (
+            await conn.execute(
+                sa.text(
+                    f"UPDATE ticket SET {sets}, updated_at = :now WHERE id = :id "
+                    f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
+                ),
+                changes | {"id": ticket_id, "now": rt.clock()},
+            )
+        ).one()
+    return _ticket(row)
+
+
+async def team_members(rt: Runtime, user_id: int, team_id: int) -> list[tuple[int, str, str, str]]:
+    """(user id, display name, email, role) of the team, for assignee pickers; members only."""
+    async with rt.engine.connect() as conn:
+        await access.require_member(conn, user_id, team_id)
+        rows = await conn.execute(
+            sa.text(
+                "SELECT u.id, u.display_name, u.email, m.role FROM membership m "
+                "JOIN app_user u ON u.id = m.user_id WHERE m.team_id = :t ORDER BY u.display_name"
+            ),
+            {"t": team_id},
+        )
+        return [(r.id, r.display_name, r.email, r.role) for r in rows]

@@ -1,0 +1,27 @@
+"""How a processor ends early. One base class; each docstring is the default message."""
+
+from __future__ import annotations
+
+
+class JobOutcome(Exception):
+    """The task ended early."""
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or (type(self).__doc__ or "").strip()
+        super().__init__(self.message)
+
+
+class RetryLater(JobOutcome):
+    """A temporary problem; the task will be tried again."""
+
+
+class Permanent(JobOutcome):
+    """This task cannot succeed; trying again would not help."""
+
+
+class Cancelled(JobOutcome):
+    """Cancelled on request."""
+
+
+class LostFence(JobOutcome):
+    """Another execution owns this task now; this one's work is discarded."""

@@ -1,0 +1,20 @@
+"""Pruner: deletes expired export files (the row stays, shown as expired) and old finished rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from desk import ledger
+from desk.runtime import Runtime
+
+BATCH = 1000
+
+
+async def run_once(rt: Runtime, now: datetime | None = None) -> ledger.Pruned:
+    async with rt.engine.begin() as conn:
+        return await ledger.prune(
+            conn,
+            now=now or rt.clock(),
+            retention=timedelta(days=rt.settings.task_retention_days),
+            limit=BATCH,
+        )
