@@ -1,0 +1,104 @@
+"""Test helpers: wait on a condition with a deadline, and run real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from desk.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T]], *, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> T:
+    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env |= {
+        "TASKDESK_ENV": "test",
+        "DATABASE_URL": settings.database_url,
+        "REDIS_URL": settings.redis_url,
+        "QUEUE_PREFIX": settings.queue_prefix,
+        "SECRET_KEY": settings.secret_key,
+        "PYTHONUNBUFFERED": "1",
+    }
+    env |= {k.upper(): str(v) for k, v in overrides.items()}
+    return env
+
+
+class WorkerProcess:
+    """A real `taskdesk worker` process (python -m jobs.worker), logging to a file."""
+
+    def __init__(self, settings: Settings, log_path: Path, **overrides: object) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.worker"],
+            cwd=ROOT,
+            env=settings_env(settings, **overrides),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """kill -9: no goodbye, no cleanup."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.proc.wait(timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@contextmanager
+def running_workers(settings: Settings, tmp_path: Path, count: int = 1, **overrides: object) -> Iterator[list[WorkerProcess]]:
+    workers = [WorkerProcess(settings, tmp_path / f"worker{i}.log", **overrides) for i in range(count)]
+    try:
+        yield workers
+    finally:
+        for w in workers:
+            w.stop()

@@ -1,0 +1,15 @@
+from desk import tasks
+from tests.helpers import running_workers, wait_for
+
+
+async def test_real_worker_completes_an_export(rt, world, tmp_path, settings):
+    rt.clock = __import__("desk.clock", fromlist=["utcnow"]).utcnow
+    with running_workers(settings, tmp_path) as (w,):
+        task = await tasks.create_export(rt, world.staff, world.team, {})
+
+        async def done():
+            t = await tasks.get_task(rt, world.staff, task.id)
+            return t if t.status == "COMPLETED" else None
+
+        t = await wait_for(done, timeout=30, what="export completed")
+        assert t.result_summary == "4 rows exported."
