@@ -240,11 +240,15 @@ async def finish(
     skipped: bool = False,
     expires_at: datetime | None = None,
     result_bytes: int | None = None,
+    current: int | None = None,
+    message: str | None = None,
 ) -> BackgroundTask | None:
     """COMPLETED, if this execution still holds the fence; None means: discard quietly."""
     return await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', progress = 1, result_summary = :summary, "
+        " progress_current = coalesce(:cur, progress_current), "
+        " progress_message = coalesce(:msg, progress_message), "
         " result_skipped = :skipped, expires_at = :expires, result_bytes = :bytes, finished_at = :now, "
         " lease_until = NULL, updated_at = :now "
         "WHERE id = :id AND execution_id = :eid AND status = 'RUNNING' RETURNING *",
@@ -256,6 +260,8 @@ async def finish(
             "skipped": skipped,
             "expires": expires_at,
             "bytes": result_bytes,
+            "cur": current,
+            "msg": message,
         },
     )
 
@@ -278,7 +284,7 @@ async def fail(
     """Re-arm for another round at `retry_at` while attempts remain, else FAILED.
 
     `retry_at=None` means the error cannot succeed on retry: FAILED at once."""
-    retry = "(:retry_at IS NOT NULL AND attempts < max_attempts)"
+    retry = "(CAST(:retry_at AS timestamptz) IS NOT NULL AND attempts < max_attempts)"
     return await _one(
         conn,
         f"UPDATE background_task SET "

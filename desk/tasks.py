@@ -8,6 +8,7 @@ effort: if Redis is down the dispatcher sends it later).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -285,3 +286,36 @@ def status_label(task: BackgroundTask, now: datetime) -> str:
             return "Expired"
         return "Completed"
     return task.status.title()
+
+
+# --- internal kinds -------------------------------------------------------------------------
+
+
+async def submit_noop(
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    script: dict[str, Any] | None = None,
+    *,
+    run_at: datetime | None = None,
+) -> BackgroundTask:
+    """A trivial task for benchmarks and tests (never offered to people); `script` steers it."""
+    async with rt.engine.begin() as conn:
+        await access.require_member(conn, user_id, team_id)
+        task = await ledger.insert(
+            conn,
+            ledger.NewTask(
+                kind=TaskKind.NOOP,
+                team_id=team_id,
+                owner_id=user_id,
+                scope_key=f"noop:{uuid.uuid4().hex}",
+                run_at=run_at or rt.clock(),
+                max_attempts=int((script or {}).get("max_attempts", rt.settings.max_attempts)),
+                filters=script or {},
+            ),
+            now=rt.clock(),
+            dispatched=_dispatch_now(rt, run_at or rt.clock()),
+        )
+    assert task is not None
+    await kick(rt, task)
+    return task

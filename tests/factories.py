@@ -33,7 +33,13 @@ async def _user(conn: sa.ext.asyncio.AsyncConnection, email: str, name: str) -> 
 
 
 async def add_ticket(
-    rt: Runtime, team: int, creator: int, title: str, *, status: str = "OPEN", priority: str = "NORMAL",
+    rt: Runtime,
+    team: int,
+    creator: int,
+    title: str,
+    *,
+    status: str = "OPEN",
+    priority: str = "NORMAL",
     assignee: int | None = None,
 ) -> int:
     async with rt.engine.begin() as conn:
@@ -44,7 +50,14 @@ async def add_ticket(
                         "INSERT INTO ticket (team_id, title, status, priority, creator_id, assignee_id) "
                         "VALUES (:t, :title, :s, :p, :c, :a) RETURNING id"
                     ),
-                    {"t": team, "title": title, "s": status, "p": priority, "c": creator, "a": assignee},
+                    {
+                        "t": team,
+                        "title": title,
+                        "s": status,
+                        "p": priority,
+                        "c": creator,
+                        "a": assignee,
+                    },
                 )
             ).scalar_one()
         )
@@ -52,8 +65,12 @@ async def add_ticket(
 
 async def make_world(rt: Runtime) -> World:
     async with rt.engine.begin() as conn:
-        team = (await conn.execute(sa.text("INSERT INTO team (name) VALUES ('Acme') RETURNING id"))).scalar_one()
-        other = (await conn.execute(sa.text("INSERT INTO team (name) VALUES ('Globex') RETURNING id"))).scalar_one()
+        team = (
+            await conn.execute(sa.text("INSERT INTO team (name) VALUES ('Acme') RETURNING id"))
+        ).scalar_one()
+        other = (
+            await conn.execute(sa.text("INSERT INTO team (name) VALUES ('Globex') RETURNING id"))
+        ).scalar_one()
         ids = {}
         for key, email, role, t in [
             ("admin", "zhou@acme.test", "ADMIN", team),
@@ -69,8 +86,27 @@ async def make_world(rt: Runtime) -> World:
             )
     w = World(team=team, other_team=other, **ids)
     w.tickets["login"] = await add_ticket(rt, team, w.customer, "Cannot log in", assignee=w.staff)
-    w.tickets["printer"] = await add_ticket(rt, team, w.customer2, "Printer on fire", priority="URGENT")
-    w.tickets["resolved"] = await add_ticket(rt, team, w.customer, "Old issue", status="RESOLVED", assignee=w.staff)
+    w.tickets["printer"] = await add_ticket(
+        rt, team, w.customer2, "Printer on fire", priority="URGENT"
+    )
+    w.tickets["resolved"] = await add_ticket(
+        rt, team, w.customer, "Old issue", status="RESOLVED", assignee=w.staff
+    )
     w.tickets["formula"] = await add_ticket(rt, team, w.customer, '=HYPERLINK("http://x","click")')
     w.tickets["globex"] = await add_ticket(rt, other, w.outsider, "Globex only")
     return w
+
+
+async def bulk_tickets(
+    rt: Runtime, team: int, creator: int, n: int, *, assignee: int | None = None
+) -> None:
+    """Many tickets in one statement (for exports long enough to interrupt)."""
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO ticket (team_id, title, status, priority, creator_id, assignee_id) "
+                "SELECT :t, 'Bulk ticket number ' || g, (ARRAY['OPEN','PENDING','RESOLVED','CLOSED'])[1 + g % 4], "
+                " (ARRAY['LOW','NORMAL','HIGH','URGENT'])[1 + g % 4], :c, :a FROM generate_series(1, :n) g"
+            ),
+            {"t": team, "c": creator, "a": assignee, "n": n},
+        )

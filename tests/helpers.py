@@ -20,7 +20,11 @@ T = TypeVar("T")
 
 
 async def wait_for(
-    probe: Callable[[], Awaitable[T]], *, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+    probe: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    what: str = "condition",
 ) -> T:
     """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -95,8 +99,12 @@ class WorkerProcess:
 
 
 @contextmanager
-def running_workers(settings: Settings, tmp_path: Path, count: int = 1, **overrides: object) -> Iterator[list[WorkerProcess]]:
-    workers = [WorkerProcess(settings, tmp_path / f"worker{i}.log", **overrides) for i in range(count)]
+def running_workers(
+    settings: Settings, tmp_path: Path, count: int = 1, **overrides: object
+) -> Iterator[list[WorkerProcess]]:
+    workers = [
+        WorkerProcess(settings, tmp_path / f"worker{i}.log", **overrides) for i in range(count)
+    ]
     try:
         yield workers
     finally:

@@ -99,6 +99,8 @@ async def process(ex: Execution) -> None:
             summary=exports.summary(rows),
             expires_at=now + timedelta(hours=rt.settings.export_retention_hours),
             result_bytes=size,
+            current=rows,
+            message=f"{rows:,} / {rows:,} rows",
         )
         if done is None:
             raise LostFence()
