@@ -3,7 +3,10 @@ database and one Redis namespace per test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -45,7 +48,9 @@ def servers() -> Iterator[Servers]:
     db_url = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
     redis_url = os.environ.get("TEST_REDIS_URL") or os.environ.get("REDIS_URL")
     started: list[PostgresServer | RedisServer] = []
-    root = ROOT / ".taskdesk" / "test"
+    # One private folder per test session: concurrent runs must not stop each other's servers.
+    root = ROOT / ".taskdesk" / "test" / str(os.getpid())
+    _remove_stale_sessions(root.parent)
     if not db_url:
         pg = PostgresServer(root / "pg", fast=True)
         pg.start()
@@ -59,6 +64,23 @@ def servers() -> Iterator[Servers]:
     yield Servers(admin_url=_with_dbname(db_url, "postgres"), redis_url=redis_url)
     for server in started:
         server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _remove_stale_sessions(parent: Path) -> None:
+    """Folders left by test sessions that were killed (their pid is gone)."""
+    if not parent.exists():
+        return
+    for folder in parent.iterdir():
+        if folder.name.isdigit() and not Path(f"/proc/{folder.name}").exists():
+            pg = PostgresServer(folder / "pg")
+            if pg.running():
+                pg.started_here = True
+                pg.stop()
+            pid_file = folder / "redis" / "redis.pid"
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _admin(servers: Servers) -> psycopg.Connection:

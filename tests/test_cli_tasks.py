@@ -1,0 +1,85 @@
+"""`taskdesk tasks`: the operators' window into the ledger, through the real command."""
+
+import subprocess
+import sys
+
+from desk import tasks
+from tests.helpers import ROOT, settings_env
+
+
+def _taskdesk(settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "taskdesk", *args],
+        cwd=ROOT, env=settings_env(settings), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+async def test_export_list_show_cancel(rt, world, settings):
+    made = _taskdesk(
+        settings,
+        "tasks",
+        "export",
+        "--user",
+        "chen@acme.test",
+        "--team",
+        "Acme",
+        "--status",
+        "OPEN",
+    )
+    assert made.returncode == 0, made.stderr
+    task_id = int(made.stdout.split()[1].rstrip(":"))
+    again = _taskdesk(
+        settings,
+        "tasks",
+        "export",
+        "--user",
+        "chen@acme.test",
+        "--team",
+        "Acme",
+        "--status",
+        "open",
+    )
+    assert f"following task {task_id}" in again.stderr
+
+    listed = _taskdesk(settings, "tasks", "list", "--kind", "export")
+    assert listed.returncode == 0 and f"{task_id}  EXPORT   WAITING" in listed.stdout
+
+    shown = _taskdesk(settings, "tasks", "show", str(task_id))
+    assert "status: WAITING" in shown.stdout
+    assert "no worker is alive" in shown.stdout  # no worker runs in this test
+
+    cancelled = _taskdesk(settings, "tasks", "cancel", str(task_id))
+    assert f"task {task_id}: CANCELLED" in cancelled.stdout
+    assert (await tasks.get_task(rt, world.staff, task_id)).status == "CANCELLED"
+
+
+async def test_remind_and_clear_errors(rt, world, settings):
+    ok = _taskdesk(
+        settings,
+        "tasks",
+        "remind",
+        "--user",
+        "chen@acme.test",
+        "--ticket",
+        str(world.tickets["login"]),
+        "--in-minutes",
+        "5",
+    )
+    assert ok.returncode == 0 and "WAITING" in ok.stdout, ok.stderr
+    refused = _taskdesk(
+        settings,
+        "tasks",
+        "remind",
+        "--user",
+        "lin@acme.test",
+        "--ticket",
+        str(world.tickets["login"]),
+        "--in-minutes",
+        "5",
+    )
+    assert refused.returncode == 1 and "Only staff" in refused.stderr
+    missing = _taskdesk(settings, "tasks", "show", "999999")
+    assert missing.returncode == 1 and "No task 999999" in missing.stderr
+    bad = _taskdesk(settings, "tasks", "list", "--status", "DONE")
+    assert bad.returncode == 1 and "status" in bad.stderr
+    assert "Traceback" not in refused.stderr + missing.stderr + bad.stderr
