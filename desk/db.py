@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 import psycopg
 from psycopg import errors as pgerr
@@ -76,3 +77,16 @@ async def retrying(fn: Callable[[], Awaitable[T]], *, attempts: int = 4) -> T:
             log.info("transient database error, retrying (%s): %s", attempt, exc)
             await asyncio.sleep(0.02 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+P = ParamSpec("P")
+
+
+def retry_transient(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Decorate a function that runs one whole transaction: it runs again on a transient error."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await retrying(lambda: fn(*args, **kwargs))
+
+    return wrapper

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access, ledger
+from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
 from desk.models import CLOSED_TICKET, BackgroundTask, TaskKind, TaskStatus, Ticket
 from desk.runtime import Runtime
@@ -74,6 +75,7 @@ async def _bump(conn: AsyncConnection, ticket_id: int) -> int:
     )
 
 
+@retry_transient
 async def schedule_reminder(
     rt: Runtime,
     user_id: int,
@@ -134,6 +136,7 @@ async def schedule_reminder(
     return task
 
 
+@retry_transient
 async def cancel_reminder(rt: Runtime, user_id: int, ticket_id: int) -> BackgroundTask | None:
     """Cancel the ticket's pending reminder (if any); bumps the revision so none can fire."""
     async with rt.engine.begin() as conn:

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access, ledger
+from desk.db import retry_transient
 from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
 from desk.models import BackgroundTask, TaskKind, TaskStatus
@@ -56,6 +57,7 @@ async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> Bac
 # --- exports --------------------------------------------------------------------------------
 
 
+@retry_transient
 async def create_export(
     rt: Runtime, user_id: int, team_id: int, raw_filters: dict[str, Any] | None
 ) -> BackgroundTask:
@@ -187,6 +189,7 @@ async def list_tasks(
 # --- cancel and retry -----------------------------------------------------------------------
 
 
+@retry_transient
 async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
     """Cancel a task you may see (and, unless staff, that you own). Finished tasks stay as they are."""
     async with rt.engine.begin() as conn:
@@ -199,6 +202,7 @@ async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask
     return changed or task
 
 
+@retry_transient
 async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
     """FAILED → a fresh round (full attempts). Any other state: ValidationProblem."""
     async with rt.engine.begin() as conn:
@@ -291,6 +295,7 @@ def status_label(task: BackgroundTask, now: datetime) -> str:
 # --- internal kinds -------------------------------------------------------------------------
 
 
+@retry_transient
 async def submit_noop(
     rt: Runtime,
     user_id: int,

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access
+from desk.db import retry_transient
 from desk.errors import NotFound, ValidationProblem
 from desk.filters import TicketFilter, filter_sql
 from desk.models import Priority, Role, Ticket, TicketStatus
@@ -127,6 +128,7 @@ def _enum(field: str, value: str, enum: type[TicketStatus] | type[Priority]) -> 
     return up
 
 
+@retry_transient
 async def create_ticket(
     rt: Runtime, user_id: int, team_id: int, title: str, body: str = "", priority: str = "NORMAL"
 ) -> Ticket:
@@ -159,6 +161,7 @@ async def create_ticket(
 _UNSET: Any = object()
 
 
+@retry_transient
 async def update_ticket(
     rt: Runtime,
     user_id: int,

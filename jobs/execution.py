@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from desk import ledger
-from desk.db import is_transient
+from desk.db import is_transient, retry_transient
 from desk.models import BackgroundTask
 from desk.runtime import Runtime
 from desk.tasks import kick
@@ -96,6 +96,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@retry_transient
 async def _claim(rt: Runtime, task_id: int, run: int) -> tuple[BackgroundTask, str] | None:
     execution_id = uuid.uuid4().hex
     async with rt.engine.begin() as conn:
@@ -110,6 +111,7 @@ async def _claim(rt: Runtime, task_id: int, run: int) -> tuple[BackgroundTask, s
     return (task, execution_id) if task else None
 
 
+@retry_transient
 async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     rt = ex.rt
     now = rt.clock()

@@ -8,6 +8,7 @@ at most a few chunks are in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import timedelta
 
@@ -86,6 +87,9 @@ async def process(ex: Execution) -> None:
         await writer
     except BaseException:
         writer.cancel()
+        # Wait for it, so no chunk of this execution lands after the caller dropped them.
+        with contextlib.suppress(BaseException):
+            await writer
         raise
     ex.raise_if_stopped()
     rt = ex.rt
