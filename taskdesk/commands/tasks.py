@@ -64,7 +64,12 @@ def register(subparsers: Subparsers) -> None:
     )
     rm.add_argument("--note", default="")
     rm.set_defaults(func=_cmd(_remind))
-    for sp in (p, ls, ex, rm, *[sub.choices[n] for n in ("show", "cancel", "retry")]):
+    dl = sub.add_parser("download", help="save a completed export's CSV, as its owner")
+    dl.add_argument("id", type=int, help="task id")
+    dl.add_argument("--user", required=True, metavar="EMAIL", help="the export's owner")
+    dl.add_argument("-o", "--output", metavar="FILE", help="where to write (default: the export's file name)")
+    dl.set_defaults(func=_cmd(_download))
+    for sp in (p, ls, ex, rm, dl, *[sub.choices[n] for n in ("show", "cancel", "retry")]):
         add_data_dir(sp)
 
 
@@ -173,3 +178,15 @@ async def _remind(rt: Any, args: argparse.Namespace) -> None:
         rt, user, args.ticket, at=args.at, in_minutes=args.in_minutes, note=args.note
     )
     print(f"task {task.id}: {task.status}, due {_when(task.run_at)} UTC")
+
+
+async def _download(rt: Any, args: argparse.Namespace) -> None:
+    from desk import ops, tasks
+
+    user = await ops.user_id_by_email(rt, args.user)
+    f = await tasks.open_export_result(rt, user, args.id)
+    path = args.output or f.filename
+    with open(path, "wb") as out:  # noqa: ASYNC230 - a local file, written chunk by chunk
+        async for chunk in f.chunks:
+            out.write(chunk)
+    print(f"wrote {f.size:,} bytes to {path}")
