@@ -1,0 +1,95 @@
+"""CSRF protection for the pages: every state-changing request must carry the session's token.
+
+htmx sends it as the `X-CSRF-Token` header (set once on <body> with `hx-headers`); plain forms
+send it as the hidden input `csrf_token`. The sign-in form has no session yet, so it carries a
+token from a short-lived signed cookie instead (login CSRF).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+
+from fastapi import Request
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.responses import Response
+
+from api.auth import read_session
+from desk.errors import DeskError, Unauthenticated
+from desk.runtime import Runtime
+from desk.settings import Env
+
+HEADER = "x-csrf-token"
+FIELD = "csrf_token"
+LOGIN_COOKIE = "taskdesk_login"
+LOGIN_MAX_AGE = 2 * 3600
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CsrfRefused(DeskError):
+    """This form is out of date or came from another site. Reload the page and try again."""
+
+    code = "CSRF"
+    http_status = 403
+
+
+def _matches(expected: str, given: str | None) -> bool:
+    return bool(expected) and bool(given) and hmac.compare_digest(expected, given or "")
+
+
+async def submitted_token(request: Request) -> str | None:
+    """The token from the header, else from a form body (read once; Starlette caches it)."""
+    header = request.headers.get(HEADER)
+    if header:
+        return header
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        value = (await request.form()).get(FIELD)
+        return value if isinstance(value, str) else None
+    return None
+
+
+async def require_csrf(rt: Runtime, request: Request) -> None:
+    """Refuse a state-changing request whose token does not match the signed-in session's."""
+    session = read_session(rt, request)
+    if session is None:
+        raise Unauthenticated()
+    if not _matches(str(session.get("csrf", "")), await submitted_token(request)):
+        raise CsrfRefused()
+
+
+def _login_serializer(rt: Runtime) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(rt.settings.secret_key, salt="taskdesk-login-csrf")
+
+
+def issue_login_token(rt: Runtime, request: Request, response: Response) -> str:
+    """The sign-in form's token: reuse the one in the cookie, or set a fresh one."""
+    raw = request.cookies.get(LOGIN_COOKIE)
+    if raw:
+        try:
+            token = _login_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE)
+            if isinstance(token, str):
+                return token
+        except BadSignature:
+            pass
+    token = secrets.token_urlsafe(24)
+    response.set_cookie(
+        LOGIN_COOKIE,
+        _login_serializer(rt).dumps(token),
+        max_age=LOGIN_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=rt.settings.taskdesk_env is Env.PROD,
+        path="/login",
+    )
+    return token
+
+
+async def require_login_csrf(rt: Runtime, request: Request) -> None:
+    raw = request.cookies.get(LOGIN_COOKIE, "")
+    try:
+        expected = _login_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE) if raw else ""
+    except BadSignature:
+        expected = ""
+    if not _matches(str(expected), await submitted_token(request)):
+        raise CsrfRefused("The sign-in form expired. Please try again.")

@@ -1,0 +1,122 @@
+"""Browser-test support: a real uvicorn server process, headless Debian chromium through
+Playwright, and people with passwords to sign in as."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from desk.passwords import hash_password
+from desk.runtime import Runtime
+from desk.settings import Settings
+from tests.helpers import ROOT, settings_env
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "correct horse battery"
+
+needs_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason=f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(settings: Settings, log_path: Path) -> Iterator[str]:
+    """`uvicorn api.app:create_app` on a free port with the test's settings; yields its URL."""
+    port = free_port()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "api.app:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=settings_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/login", timeout=1)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("server did not start:\n" + log_path.read_text()) from None
+                time.sleep(0.1)  # the process is starting; nothing to wait on but the port
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def give_passwords(rt: Runtime) -> None:
+    """Every user of the test world signs in with PASSWORD (one argon2 hash, shared)."""
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE app_user SET password_hash = :h"), {"h": hash_password(PASSWORD)}
+        )
+
+
+@asynccontextmanager
+async def browser_page(base_url: str) -> AsyncIterator[object]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(
+                base_url=base_url, viewport={"width": 1280, "height": 860}, accept_downloads=True
+            )
+            context.set_default_timeout(15_000)
+            yield await context.new_page()
+        finally:
+            await browser.close()
+
+
+async def sign_in(page: object, email: str) -> None:
+    await page.goto("/login")  # type: ignore[attr-defined]
+    await page.get_by_label("E-mail").fill(email)  # type: ignore[attr-defined]
+    await page.get_by_label("Password").fill(PASSWORD)  # type: ignore[attr-defined]
+    await page.get_by_role("button", name="Sign in").click()  # type: ignore[attr-defined]

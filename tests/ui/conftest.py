@@ -1,0 +1,61 @@
+"""Fixtures for the page tests: the real app (lifespan run, FakeClock injected) and signed-in
+httpx clients, one per user, each knowing its session's CSRF token."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from starlette.responses import Response
+
+from api.app import create_app
+from api.auth import SESSION_COOKIE, start_session
+from desk.settings import Settings
+
+
+class Page(httpx.AsyncClient):
+    """A browser-like client: `hx_*` methods send what htmx sends, including the CSRF header."""
+
+    csrf: str = ""
+
+    async def hx_get(self, url: str, **kw: Any) -> httpx.Response:
+        return await self.get(url, headers={"HX-Request": "true", **kw.pop("headers", {})}, **kw)
+
+    async def hx_post(self, url: str, data: Any = None, **kw: Any) -> httpx.Response:
+        headers = {"HX-Request": "true", "X-CSRF-Token": self.csrf, **kw.pop("headers", {})}
+        return await self.post(url, data=data, headers=headers, **kw)
+
+
+@pytest.fixture
+async def app(settings: Settings, clock: Any, world: Any) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    # httpx's ASGITransport does not run the lifespan; this does.
+    async with application.router.lifespan_context(application):
+        application.state.runtime.clock = clock  # the same FakeClock as the `rt` fixture
+        yield application
+
+
+PageFactory = Callable[[int | None], Awaitable[Page]]
+
+
+@pytest.fixture
+async def page_as(app: FastAPI) -> AsyncIterator[PageFactory]:
+    """`await page_as(user_id)`: a client signed in as that user (None: anonymous)."""
+    opened: list[Page] = []
+
+    async def factory(user_id: int | None) -> Page:
+        client = Page(transport=httpx.ASGITransport(app=app), base_url="http://test")
+        opened.append(client)
+        if user_id is not None:
+            response = Response()
+            client.csrf = start_session(app.state.runtime, response, user_id)
+            cookie = response.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+            client.cookies.set(SESSION_COOKIE, cookie)
+        return client
+
+    yield factory
+    for client in opened:
+        await client.aclose()

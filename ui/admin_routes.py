@@ -1,0 +1,107 @@
+"""Admin pages: the team's members (add by e-mail, change role, remove) and the admin's API
+tokens (create — shown once —, list, revoke). The rules live in `desk.members` and `desk.users`;
+staff and customers get the friendly 403 page, outsiders "not found"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from api.auth import RuntimeDep
+from desk import members, users
+from desk.errors import ValidationProblem
+from desk.models import Role
+from desk.runtime import Runtime
+from ui.render import fragment_or_page, is_htmx, render
+from ui.route import UiRoute, redirect
+from ui.viewer import PageViewer, Viewer
+
+router = APIRouter(route_class=UiRoute)
+
+
+async def _members_answer(
+    request: Request, rt: Runtime, v: Viewer, *, status: int = 200, **extra: Any
+) -> Response:
+    team_id = v.require_team()
+    rows = await members.list_members(rt, v.user_id, team_id)
+    context = {"v": v, "members": rows, "roles": list(Role), **extra}
+    if request.method == "POST" and not is_htmx(request):
+        return redirect(request, "/members")
+    return fragment_or_page(request, "members.html", context, "member_list", status=status)
+
+
+@router.get("/members")
+async def members_page(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    return await _members_answer(request, rt, v)
+
+
+@router.post("/members")
+async def add(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    form = await request.form()
+    email, role = str(form.get("email") or ""), str(form.get("role") or "STAFF")
+    try:
+        added = await members.add_member(rt, v.user_id, v.require_team(), email, role)
+    except ValidationProblem as problem:
+        return await _members_answer(
+            request, rt, v, status=422, problem=problem, email=email, role=role
+        )
+    return await _members_answer(request, rt, v, done=f"added:{added.display_name}")
+
+
+@router.post("/members/{member_id}/role")
+async def change_role(request: Request, member_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
+    form = await request.form()
+    try:
+        await members.change_role(
+            rt, v.user_id, v.require_team(), member_id, str(form.get("role") or "")
+        )
+    except ValidationProblem as problem:
+        return await _members_answer(request, rt, v, status=422, problem=problem)
+    return await _members_answer(request, rt, v, done="role")
+
+
+@router.post("/members/{member_id}/remove")
+async def remove(request: Request, member_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
+    try:
+        gone = await members.remove_member(rt, v.user_id, v.require_team(), member_id)
+    except ValidationProblem as problem:
+        return await _members_answer(request, rt, v, status=422, problem=problem)
+    return await _members_answer(request, rt, v, done=f"removed:{gone.display_name}")
+
+
+async def _tokens_answer(
+    request: Request, rt: Runtime, v: Viewer, *, status: int = 200, **extra: Any
+) -> Response:
+    await members.require_team_admin(rt, v.user_id, v.require_team())
+    rows = await users.list_tokens(rt, v.user_id)
+    context = {"v": v, "tokens": rows, "now": rt.clock(), **extra}
+    if request.method == "POST" and not is_htmx(request) and "secret" not in extra:
+        return redirect(request, "/tokens")
+    block = "token_list" if is_htmx(request) else None
+    return render(request, "tokens.html", context, block=block, status=status)
+
+
+@router.get("/tokens")
+async def tokens_page(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    return await _tokens_answer(request, rt, v)
+
+
+@router.post("/tokens")
+async def create_token(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    """The token itself is in this one answer and nowhere else, ever."""
+    await members.require_team_admin(rt, v.user_id, v.require_team())
+    form = await request.form()
+    name = str(form.get("name") or "")
+    try:
+        row, secret = await users.create_token(rt, v.user_id, name)
+    except ValidationProblem as problem:
+        return await _tokens_answer(request, rt, v, status=422, problem=problem, name=name)
+    return await _tokens_answer(request, rt, v, status=201, secret=secret, created=row)
+
+
+@router.post("/tokens/{token_id}/revoke")
+async def revoke_token(request: Request, token_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
+    await members.require_team_admin(rt, v.user_id, v.require_team())
+    revoked = await users.revoke_token(rt, v.user_id, token_id)
+    return await _tokens_answer(request, rt, v, revoked=revoked)

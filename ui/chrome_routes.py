@@ -1,0 +1,61 @@
+"""What every page's header polls: the notification bell (every 5 s, and when a task finishes),
+the notifications page with mark-read, and the health badge (every 10 s) that warns when no
+worker is alive."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from api.auth import RuntimeDep
+from desk import health, notifications
+from desk.errors import ValidationProblem
+from ui.render import fragment_or_page, render
+from ui.route import UiRoute
+from ui.viewer import FragmentViewer, PageViewer
+
+router = APIRouter(route_class=UiRoute)
+
+
+@router.get("/notifications/badge")
+async def bell(request: Request, rt: RuntimeDep, v: FragmentViewer, seen: int = -1) -> Response:
+    """The unread count; when it grew since the last poll (`seen`), the newest one as a toast."""
+    unread = await notifications.unread_count(rt, v.user_id)
+    toast = None
+    if 0 <= seen < unread:
+        page = await notifications.list_notifications(rt, v.user_id, unread_only=True, first=1)
+        toast = page.items[0] if page.items else None
+    return render(request, "base.html", {"v": v, "unread": unread, "toast": toast}, block="bell")
+
+
+@router.get("/notifications")
+async def notifications_page(
+    request: Request, rt: RuntimeDep, v: PageViewer, after: str | None = None
+) -> Response:
+    page = await notifications.list_notifications(rt, v.user_id, first=30, after=after)
+    return fragment_or_page(
+        request, "notifications.html", {"v": v, "page": page}, "notification_list"
+    )
+
+
+@router.post("/notifications/read")
+async def mark_read(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    """Mark one (`id`) or all of my notifications read; the list and the bell refresh."""
+    form = await request.form()
+    raw = [str(x) for x in form.getlist("id")]
+    if any(not x.isdigit() for x in raw):
+        raise ValidationProblem("id", "not a notification of yours")
+    await notifications.mark_read(rt, v.user_id, [int(x) for x in raw] if raw else None)
+    page = await notifications.list_notifications(rt, v.user_id, first=30)
+    return render(
+        request,
+        "notifications.html",
+        {"v": v, "page": page},
+        block="notification_list",
+        headers={"HX-Trigger": "notifications-changed"},
+    )
+
+
+@router.get("/health/badge")
+async def health_badge(request: Request, rt: RuntimeDep, v: FragmentViewer) -> Response:
+    report = await health.check(rt)
+    return render(request, "base.html", {"v": v, "health": report}, block="health")

@@ -1,0 +1,100 @@
+"""Rendering: one Jinja2 environment per locale, whole pages or one named block of them.
+
+A page template names its fragments as blocks; an htmx request (the `HX-Request` header) gets
+only the block the route asks for, with `Vary: HX-Request` so caches keep the two apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from ui import i18n
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def _local(value: datetime | None, tz: ZoneInfo | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    if value is None:
+        return ""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(tz or UTC).strftime(fmt)
+
+
+def _enum_label(value: str | None) -> str:
+    """OPEN → Open (then translated in the template)."""
+    return (value or "").replace("_", " ").title()
+
+
+@cache
+def environment(locale: str) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"]),
+        extensions=["jinja2.ext.i18n"],
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.install_gettext_translations(i18n.catalog(locale), newstyle=True)  # type: ignore[attr-defined]
+    env.filters["local"] = _local
+    env.filters["label"] = _enum_label
+    env.filters["tojson_attr"] = lambda v: json.dumps(v, separators=(",", ":"))
+    env.globals["html_lang"] = i18n.HTML_LANG.get(locale, "en")
+    env.globals["locale"] = locale
+    return env
+
+
+def render_html(
+    locale: str, name: str, context: Mapping[str, Any], block: str | None = None
+) -> str:
+    template = environment(locale).get_template(name)
+    if block is None:
+        return template.render(context)
+    return "".join(template.blocks[block](template.new_context(dict(context))))
+
+
+def render(
+    request: Request,
+    name: str,
+    context: Mapping[str, Any],
+    *,
+    block: str | None = None,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+    locale: str | None = None,
+) -> HTMLResponse:
+    """The page, or `block` of it for an htmx request (pass block only for htmx requests)."""
+    viewer = context.get("v")
+    locale = (
+        locale
+        or getattr(viewer, "locale", None)
+        or i18n.pick(None, request.headers.get("accept-language"))
+    )
+    ctx = {"request": request, **context}
+    response = HTMLResponse(render_html(locale, name, ctx, block), status_code=status)
+    response.headers["Vary"] = "HX-Request"
+    response.headers["Cache-Control"] = "no-store"
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+def fragment_or_page(
+    request: Request, name: str, context: Mapping[str, Any], block: str, **kw: Any
+) -> HTMLResponse:
+    """The usual answer of a page route: `block` for htmx, the whole page otherwise."""
+    return render(request, name, context, block=block if is_htmx(request) else None, **kw)

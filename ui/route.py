@@ -1,0 +1,85 @@
+"""The route class of every page: CSRF on state changes, and errors as pages, never a 500.
+
+Any DeskError becomes its 4xx page (or, for htmx, a fragment the browser shows in place), a
+missing session a trip to the sign-in page that comes back afterwards, and a malformed path or
+query a 404/400 page. Endpoints marked with `csrf_exempt` (sign-in) check their own token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse
+from fastapi.routing import APIRoute
+
+from api import csrf
+from desk.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
+from ui.render import is_htmx, render
+from ui.viewer import LoginRequired, login_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def csrf_exempt(endpoint: F) -> F:
+    """Mark an endpoint that checks its own CSRF token (sign-in has no session yet)."""
+    endpoint.csrf_exempt = True  # type: ignore[attr-defined]
+    return endpoint
+
+
+def redirect(request: Request, url: str) -> Response:
+    """A 303 for a browser, an `HX-Redirect` for htmx (which would otherwise swap the page in)."""
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+def error_page(request: Request, exc: DeskError) -> Response:
+    """The error's own status and message; htmx gets just the message block."""
+    context = {
+        "error": exc,
+        "field": getattr(exc, "field", None),
+        "v": getattr(request.state, "viewer", None),
+    }
+    if not is_htmx(request):
+        return render(request, "error.html", context, status=exc.http_status)
+    # Shown in the page's alert area, whatever element asked (its own content stays).
+    headers = {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
+    return render(
+        request, "error.html", context, block="message", status=exc.http_status, headers=headers
+    )
+
+
+def _validation(exc: RequestValidationError) -> DeskError:
+    """A malformed id in the path is a thing that does not exist; other bad input is a 400."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    loc = [str(p) for p in first.get("loc", ())]
+    if loc and loc[0] == "path":
+        return NotFound()
+    problem = ValidationProblem(loc[-1] if loc else "input", str(first.get("msg", "invalid")))
+    problem.http_status = 400
+    return problem
+
+
+class UiRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        exempt = getattr(self.endpoint, "csrf_exempt", False)
+
+        async def guarded(request: Request) -> Response:
+            try:
+                if request.method not in csrf.SAFE_METHODS and not exempt:
+                    await csrf.require_csrf(request.app.state.runtime, request)
+                return await handler(request)
+            except (LoginRequired, Unauthenticated) as exc:
+                next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
+                return redirect(request, login_url(next_url))
+            except RequestValidationError as exc:
+                return error_page(request, _validation(exc))
+            except DeskError as exc:
+                return error_page(request, exc)
+
+        return guarded

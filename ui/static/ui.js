@@ -1,0 +1,60 @@
+// taskdesk pages: what htmx does not do by itself.
+// - 5xx answers and lost connections end a self-polling row's `load` chain: say so, and try
+//   the row again a little later (a 4xx is an answer — e.g. the task is gone — and is shown).
+// - Focus follows a form's answer, so keyboard and screen-reader users land on the result.
+(function () {
+  "use strict";
+  var RETRY_MS = 10000;
+
+  function flash(text) {
+    var box = document.getElementById("flash");
+    if (!box) return;
+    box.textContent = "";
+    var p = document.createElement("p");
+    p.className = "msg error";
+    p.textContent = text;
+    box.appendChild(p);
+  }
+
+  function retryRow(elt) {
+    var row = elt && elt.closest ? elt.closest("[data-poll]") : null;
+    if (!row || !row.id) return;
+    setTimeout(function () {
+      if (!document.body.contains(row)) return;
+      htmx.ajax("GET", row.getAttribute("hx-get"), { target: "#" + row.id, swap: "outerHTML" });
+    }, RETRY_MS);
+  }
+
+  document.addEventListener("htmx:responseError", function (evt) {
+    var status = evt.detail.xhr ? evt.detail.xhr.status : 0;
+    flash("The server had a problem (HTTP " + status + "). Please try again in a moment.");
+    retryRow(evt.detail.elt);
+  });
+
+  document.addEventListener("htmx:sendError", function (evt) {
+    flash("Cannot reach taskdesk right now. Checking again shortly.");
+    retryRow(evt.detail.elt);
+  });
+
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    // A good answer to anything the person did clears an old error.
+    var verb = evt.detail.requestConfig && evt.detail.requestConfig.verb;
+    if (evt.detail.successful && verb && verb !== "get") {
+      var box = document.getElementById("flash");
+      if (box && evt.detail.target !== box) box.textContent = "";
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var verb = evt.detail.requestConfig && evt.detail.requestConfig.verb;
+    if (verb !== "post") return;
+    var target = evt.detail.target;
+    if (target.id && !document.body.contains(target)) target = document.getElementById(target.id);
+    if (!target) return;
+    var focusable = target.querySelector("[role=alert], [role=status]") || target;
+    if (focusable && focusable.focus) {
+      if (!focusable.hasAttribute("tabindex")) focusable.setAttribute("tabindex", "-1");
+      focusable.focus({ preventScroll: false });
+    }
+  });
+})();

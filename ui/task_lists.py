@@ -1,0 +1,73 @@
+"""Task lists as the pages show them: rows built from `desk.tasks`, reminder rows titled by ticket."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from desk import tasks, tickets
+from desk.errors import NotFound
+from desk.models import BackgroundTask, TaskKind
+from desk.runtime import Runtime
+from ui import taskview
+from ui.taskview import TaskView
+
+PANEL_SIZE = 8
+PAGE_SIZE = 50
+
+
+@dataclass
+class TaskListView:
+    rows: list[TaskView]
+    newest: int  # highest id shown: the cheap "anything newer?" check asks past it
+    limit: int
+    end_cursor: str | None = None
+    has_next: bool = False
+    watch: bool = True  # page two onwards does not look for new tasks
+
+
+async def ticket_titles(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> dict[int, str]:
+    titles: dict[int, str] = {}
+    for tid in {t.ticket_id for t in items if t.kind == TaskKind.REMINDER and t.ticket_id}:
+        try:
+            titles[tid] = (await tickets.get_ticket(rt, user_id, tid)).title
+        except NotFound:
+            continue  # deleted since, or no longer visible: the row shows the number only
+    return titles
+
+
+async def views(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> list[TaskView]:
+    titles = await ticket_titles(rt, user_id, items)
+    now = rt.clock()
+    return [
+        taskview.build(t, viewer_id=user_id, now=now, ticket_title=titles.get(t.ticket_id or 0))
+        for t in items
+    ]
+
+
+async def row(rt: Runtime, user_id: int, task_id: int, since: float | None) -> TaskView:
+    task = await tasks.get_task(rt, user_id, task_id)
+    titles = await ticket_titles(rt, user_id, [task])
+    return taskview.build(
+        task,
+        viewer_id=user_id,
+        now=rt.clock(),
+        since=since,
+        ticket_title=titles.get(task.ticket_id or 0),
+    )
+
+
+async def task_list(
+    rt: Runtime, user_id: int, team_id: int, *, limit: int, after: str | None = None
+) -> TaskListView:
+    page = await tasks.list_tasks(rt, user_id, team_id, first=limit, after=after)
+    rows = await views(rt, user_id, page.items)
+    newest = max((r.id for r in rows), default=0)
+    return TaskListView(
+        rows, newest, limit, page.end_cursor, page.has_next and limit == PAGE_SIZE, after is None
+    )
+
+
+async def anything_newer(rt: Runtime, user_id: int, team_id: int, newest: int) -> bool:
+    """One indexed read: is there a visible task with an id above the newest one shown?"""
+    page = await tasks.list_tasks(rt, user_id, team_id, first=1, newer_than=newest)
+    return bool(page.items)

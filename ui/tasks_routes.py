@@ -1,0 +1,131 @@
+"""Tasks: the tasks page and panel, the self-polling row, Export, Cancel and Retry.
+
+A row polls `GET /tasks/{id}?since=…` on the schedule in `ui.polling`; the answer is the row
+again with its next delay, or — once the task has finished — a row without polling attributes
+plus an `HX-Trigger: task-finished` header so the notification badge and the ticket's reminder
+box refresh themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import HTMLResponse
+
+from api.auth import RuntimeDep
+from desk import tasks
+from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
+from ui import task_lists
+from ui.render import is_htmx, render
+from ui.route import UiRoute, redirect
+from ui.taskview import TaskView
+from ui.tickets_routes import filter_input
+from ui.viewer import FragmentViewer, PageViewer, Viewer, load_teams
+
+router = APIRouter(route_class=UiRoute)
+
+Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
+
+
+@router.get("/tasks")
+async def tasks_page(
+    request: Request,
+    rt: RuntimeDep,
+    v: FragmentViewer,
+    limit: Limit = task_lists.PAGE_SIZE,
+    after: str | None = None,
+    newer_than: Annotated[int | None, Query(ge=0)] = None,
+) -> Response:
+    """The page; for htmx the list block — or 204 when `newer_than` finds nothing new."""
+    team_id = v.require_team()
+    unchanged = (
+        newer_than is not None
+        and is_htmx(request)
+        and not await task_lists.anything_newer(rt, v.user_id, team_id, newer_than)
+    )
+    if unchanged:
+        return Response(status_code=204, headers={"Vary": "HX-Request"})
+    listing = await task_lists.task_list(rt, v.user_id, team_id, limit=limit, after=after)
+    if is_htmx(request):
+        return render(request, "tasks.html", {"v": v, "listing": listing}, block="task_list")
+    full = await load_teams(rt, v)  # the whole page's header needs the team list
+    return render(request, "tasks.html", {"v": full, "listing": listing})
+
+
+def _finished_headers(row: TaskView) -> dict[str, str]:
+    if row.active:
+        return {}
+    event = {"id": row.id, "kind": row.task.kind, "status": row.label}
+    return {"HX-Trigger": json.dumps({"task-finished": event})}
+
+
+@router.get("/tasks/{task_id}")
+async def task_row(
+    request: Request,
+    task_id: int,
+    rt: RuntimeDep,
+    v: FragmentViewer,
+    since: Annotated[float | None, Query(ge=0)] = None,
+) -> HTMLResponse:
+    """One task: its row for htmx (the polling answer), a small page otherwise."""
+    row = await task_lists.row(rt, v.user_id, task_id, since)
+    if is_htmx(request):
+        return render(
+            request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)
+        )
+    full = await load_teams(rt, v)
+    return render(request, "task.html", {"v": full, "row": row})
+
+
+@router.post("/tasks/{task_id}/cancel")
+async def cancel(request: Request, task_id: int, rt: RuntimeDep, v: FragmentViewer) -> Response:
+    await tasks.cancel_task(rt, v.user_id, task_id)
+    return await _row_answer(request, rt, v, task_id)
+
+
+@router.post("/tasks/{task_id}/retry")
+async def retry(request: Request, task_id: int, rt: RuntimeDep, v: FragmentViewer) -> Response:
+    try:
+        await tasks.retry_task(rt, v.user_id, task_id)
+    except TaskConflict as conflict:  # an identical task started meanwhile: show that one
+        task_id = conflict.existing.id
+    return await _row_answer(request, rt, v, task_id)
+
+
+async def _row_answer(request: Request, rt: RuntimeDep, v: Viewer, task_id: int) -> Response:
+    row = await task_lists.row(rt, v.user_id, task_id, None)
+    if not is_htmx(request):
+        return redirect(request, f"/tasks/{task_id}")
+    return render(
+        request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)
+    )
+
+
+@router.post("/exports")
+async def export(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    """Queue an export of the tickets the form's filters select; answers at once.
+
+    The answer is a message for the button's status area plus the refreshed task list (out of
+    band), so the Queued row appears without a reload. An identical active export is followed
+    instead of started twice (409, the desk's conflict).
+    """
+    team_id = v.require_team()
+    form = await request.form()
+    raw = filter_input({k: form.getlist(k) for k in form if k != "csrf_token"})
+    status, message, task_id = 202, "queued", None
+    try:
+        task = await tasks.create_export(rt, v.user_id, team_id, raw)
+        task_id = task.id
+    except TaskConflict as conflict:
+        status, message, task_id = 409, "attached", conflict.existing.id
+    except QuotaExceeded as exc:
+        status, message = 429, exc.message
+    except ValidationProblem as exc:
+        status, message = 422, exc.message
+    listing = await task_lists.task_list(rt, v.user_id, team_id, limit=task_lists.PANEL_SIZE)
+    context = {"v": v, "listing": listing, "message": message, "task_id": task_id}
+    if not is_htmx(request):
+        return redirect(request, "/tasks")
+    return render(request, "tickets.html", context, block="export_result", status=status)

@@ -1,0 +1,127 @@
+"""How a task row reads: kind, what it covers, status label, progress, ETA, actions, polling.
+
+Everything here is presentation over a `BackgroundTask` the desk returned (so already visible to
+the viewer); the status words come from `desk.tasks.status_label`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from desk import filters, tasks
+from desk.errors import ValidationProblem
+from desk.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
+from ui import polling
+
+KIND_LABELS = {
+    TaskKind.EXPORT: "Export",
+    TaskKind.REMINDER: "Reminder",
+    TaskKind.IMPORT: "Import",
+    TaskKind.NOOP: "Test task",
+}
+TONE = {
+    "Queued": "wait",
+    "Scheduled": "wait",
+    "Retrying": "warn",
+    "Running": "run",
+    "Cancelling": "warn",
+    "Completed": "ok",
+    "Skipped": "muted",
+    "Failed": "bad",
+    "Cancelled": "muted",
+    "Expired": "muted",
+}
+
+
+@dataclass
+class TaskView:
+    task: BackgroundTask
+    label: str
+    kind: str
+    covers: str
+    covers_link: str | None
+    since: float  # server time (epoch seconds) the viewer started watching this row
+    poll_delay: int | None  # None: render no polling attributes
+    stale: bool  # unfinished but watched for too long: offer "Refresh" instead
+    progress_pct: int | None
+    eta_seconds: int | None
+    can_download: bool
+    can_cancel: bool
+    can_retry: bool
+
+    @property
+    def id(self) -> int:
+        return self.task.id or 0
+
+    @property
+    def active(self) -> bool:
+        return self.task.status in ACTIVE_STATUSES
+
+    @property
+    def tone(self) -> str:
+        return TONE.get(self.label, "muted")
+
+
+def describe_export(raw: dict[str, object]) -> str:
+    try:
+        return filters.parse_filter(raw).describe()
+    except ValidationProblem:
+        return "Tickets (filters no longer valid)"
+
+
+def _eta(task: BackgroundTask, now: datetime) -> int | None:
+    """Seconds left at the rate so far; only while running with some rows done."""
+    if task.status != TaskStatus.RUNNING or not task.progress_total or not task.started_at:
+        return None
+    done = task.progress_current
+    elapsed = (now - task.started_at).total_seconds()
+    if done <= 0 or elapsed <= 0 or done >= task.progress_total:
+        return None
+    return max(1, round((task.progress_total - done) * elapsed / done))
+
+
+def build(
+    task: BackgroundTask,
+    *,
+    viewer_id: int,
+    now: datetime,
+    since: float | None = None,
+    ticket_title: str | None = None,
+) -> TaskView:
+    """A row watched since `since` (None: from now on)."""
+    watch_from = now.timestamp() if since is None else min(since, now.timestamp())
+    label = tasks.status_label(task, now)
+    active = task.status in ACTIVE_STATUSES
+    delay = polling.next_delay(now.timestamp() - watch_from) if active else None
+    if task.kind == TaskKind.REMINDER:
+        covers = f"#{task.ticket_id} {ticket_title or ''}".strip()
+        link = f"/tickets/{task.ticket_id}"
+    elif task.kind == TaskKind.EXPORT:
+        covers, link = describe_export(task.filters), None
+    else:
+        covers, link = "", None
+    pct = None
+    if task.status == TaskStatus.RUNNING:
+        pct = round(100 * task.progress)
+    return TaskView(
+        task=task,
+        label=label,
+        kind=KIND_LABELS.get(TaskKind(task.kind), task.kind.title()),
+        covers=covers,
+        covers_link=link,
+        since=watch_from,
+        poll_delay=delay,
+        stale=active and delay is None,
+        progress_pct=pct,
+        eta_seconds=_eta(task, now),
+        can_download=(
+            task.kind == TaskKind.EXPORT
+            and task.owner_id == viewer_id
+            and label == "Completed"
+            and task.result_bytes is not None
+        ),
+        # desk lets anyone who sees a task cancel or retry it (owner, or staff for reminders).
+        can_cancel=active and not task.cancel_requested,
+        can_retry=task.status == TaskStatus.FAILED,
+    )

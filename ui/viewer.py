@@ -1,0 +1,140 @@
+"""Who is looking at a page: the signed-in user, their teams and the team they are working in.
+
+Pages use the session cookie only (API tokens are for GraphQL and scripts). The current team is
+a plain preference cookie: every desk call re-checks membership, so a forged value only ever
+yields "not found".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+from urllib.parse import quote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fastapi import Depends, Request
+
+from api.auth import RuntimeDep, read_session
+from desk import users
+from desk.errors import NotFound
+from desk.models import Role, User
+from desk.runtime import Runtime
+from desk.users import TeamRole
+from ui import i18n
+
+TEAM_COOKIE = "taskdesk_team"
+
+
+class LoginRequired(Exception):
+    """No valid session: the page sends the browser to sign in, then back to `next_url`."""
+
+    def __init__(self, next_url: str) -> None:
+        self.next_url = next_url
+        super().__init__(next_url)
+
+
+def login_url(next_url: str) -> str:
+    return "/login?next=" + quote(next_url, safe="/")
+
+
+def safe_next(value: str | None) -> str:
+    """Only a path on this site (never //host or a scheme) may be a post-login destination."""
+    value = value or ""
+    if not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/tickets"
+    if value.startswith(("/login", "/logout")):
+        return "/tickets"
+    return value
+
+
+def zone(name: str | None) -> ZoneInfo:
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+@dataclass
+class Viewer:
+    user: User
+    csrf: str
+    locale: str
+    tz: ZoneInfo
+    team_id: int | None  # the preferred team; membership is checked by desk on every call
+    teams: list[TeamRole] = field(default_factory=list)  # loaded for whole pages only
+
+    @property
+    def user_id(self) -> int:
+        assert self.user.id is not None
+        return self.user.id
+
+    def require_team(self) -> int:
+        """The team to work in; a user in no team sees "not found", like any outsider."""
+        if self.team_id is None:
+            raise NotFound("You are not a member of any team yet.")
+        return self.team_id
+
+    @property
+    def team(self) -> TeamRole | None:
+        return next((t for t in self.teams if t.team_id == self.team_id), None)
+
+    @property
+    def role(self) -> Role | None:
+        return self.team.role if self.team else None
+
+    @property
+    def is_staff(self) -> bool:
+        return self.role in (Role.ADMIN, Role.STAFF)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+
+def _current_url(request: Request) -> str:
+    """Where to come back to after signing in; for an htmx call, the page it came from."""
+    if request.headers.get("hx-request") == "true" and request.headers.get("hx-current-url"):
+        url = request.headers["hx-current-url"]
+        host = str(request.base_url).rstrip("/")
+        return url[len(host) :] if url.startswith(host) else "/tickets"
+    query = f"?{request.url.query}" if request.url.query else ""
+    return request.url.path + query
+
+
+async def _viewer(rt: Runtime, request: Request) -> Viewer:
+    session = read_session(rt, request)
+    user = await users.get_user(rt, int(session["uid"])) if session else None
+    if session is None or user is None:
+        raise LoginRequired(_current_url(request))
+    raw_team = request.cookies.get(TEAM_COOKIE, "")
+    viewer = Viewer(
+        user=user,
+        csrf=str(session.get("csrf", "")),
+        locale=i18n.pick(user.locale, request.headers.get("accept-language")),
+        tz=zone(user.timezone),
+        team_id=int(raw_team) if raw_team.isdigit() else None,
+    )
+    request.state.viewer = viewer  # error pages show the same header
+    return viewer
+
+
+async def fragment_viewer(request: Request, rt: RuntimeDep) -> Viewer:
+    """For polled fragments: one read of the user; the team list only when no team is chosen."""
+    viewer = await _viewer(rt, request)
+    return await load_teams(rt, viewer) if viewer.team_id is None else viewer
+
+
+async def page_viewer(request: Request, rt: RuntimeDep) -> Viewer:
+    """For whole pages: also the user's teams, and a valid current team when they have one."""
+    return await load_teams(rt, await _viewer(rt, request))
+
+
+async def load_teams(rt: Runtime, viewer: Viewer) -> Viewer:
+    viewer.teams = await users.teams_of(rt, viewer.user_id)
+    if viewer.team is None:
+        viewer.team_id = viewer.teams[0].team_id if viewer.teams else None
+    return viewer
+
+
+FragmentViewer = Annotated[Viewer, Depends(fragment_viewer)]
+PageViewer = Annotated[Viewer, Depends(page_viewer)]
