@@ -1,0 +1,92 @@
+"""`taskdesk seed`: the demo teams and people (idempotent), or many generated tickets (COPY)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from desk.settings import ConfigError, Env, Settings
+from taskdesk.commands import Subparsers, add_data_dir
+from taskdesk.config import resolve_settings
+
+
+def register(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "seed",
+        help="add demo data, or many generated tickets",
+        description="Without options: create the demo teams 'Acme Support' and 'Globex', their "
+        "people (known passwords) and ~230 tickets; running it again changes nothing. "
+        "With --tickets N: add N generated tickets to --team quickly (PostgreSQL COPY), "
+        "for benchmarks; this adds rows every time.",
+    )
+    p.add_argument(
+        "--tickets", type=_positive, metavar="N", help="add N generated tickets (e.g. 1000000)"
+    )
+    p.add_argument(
+        "--team",
+        default="Acme Support",
+        metavar="NAME",
+        help="team that gets the generated tickets (default: %(default)s)",
+    )
+    p.add_argument(
+        "--allow-prod",
+        action="store_true",
+        help="allow the demo people (with public passwords) when TASKDESK_ENV=prod",
+    )
+    add_data_dir(p)
+    p.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = resolve_settings(args.data_dir)
+    if settings.taskdesk_env is Env.PROD and not args.allow_prod:
+        raise ConfigError(
+            "taskdesk seed: refusing to create demo users with public passwords while "
+            "TASKDESK_ENV=prod (pass --allow-prod if you really mean it)"
+        )
+    return asyncio.run(_seed(settings, args.tickets, args.team))
+
+
+async def _seed(settings: Settings, tickets: int | None, team: str) -> int:
+    from desk import seed
+    from desk.runtime import Runtime
+
+    rt = await Runtime.open(settings)
+    try:
+        # Bulk data for a demo team needs the demo people; another team brings its own.
+        if tickets is None or team in seed.DEMO_TEAMS:
+            report = await seed.seed_demo(rt)
+            print(
+                f"taskdesk: demo data ready (created {report.teams} teams, {report.users} users, "
+                f"{report.memberships} memberships, {report.tickets} tickets)",
+                file=sys.stderr,
+            )
+        if tickets:
+            began = time.perf_counter()
+
+            def progress(done: int, total: int) -> None:
+                took = time.perf_counter() - began
+                print(f"  {done:,} / {total:,} tickets ({took:.1f} s)", file=sys.stderr)
+
+            bulk = await seed.seed_bulk(rt, team, tickets, progress=progress)
+            rate = bulk.rows / bulk.seconds if bulk.seconds else 0
+            print(
+                f"taskdesk: added {bulk.rows:,} tickets to {team!r} in {bulk.seconds:.1f} s "
+                f"({rate:,.0f} rows/s)",
+                file=sys.stderr,
+            )
+    finally:
+        await rt.close()
+    return 0

@@ -1,0 +1,292 @@
+"""`taskdesk dev`: the whole product on one machine, with demo data, from one command.
+
+With DATABASE_URL / REDIS_URL unset it starts a private PostgreSQL and Redis under the data
+folder (.taskdesk/ by default), applies the migrations, seeds the demo data (idempotent), then
+runs the web server and one worker as child processes and watches them. Ctrl-C or SIGTERM stops
+the children, then only those servers this run started; if a child dies, it says which and
+stops the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from desk.settings import Settings, load_settings
+from taskdesk.commands import DATA_DIR_HELP, Subparsers
+from taskdesk.embedded import PostgresServer, RedisServer
+
+STARTUP_TIMEOUT = 60.0  # seconds for the web server to answer its first request
+
+
+class ChildDied(Exception):
+    """A web or worker process exited while it should be running."""
+
+
+def register(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "dev",
+        help="run everything locally with demo data (private servers if no URLs are set)",
+        description="Start taskdesk on this machine: private PostgreSQL and Redis under the "
+        "data folder when DATABASE_URL / REDIS_URL are unset, migrations, demo data, the web "
+        "server and one worker. Ctrl-C stops what it started (and only that).",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="web address (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="web port (default: %(default)s)")
+    p.add_argument("--data-dir", metavar="DIR", help=DATA_DIR_HELP)
+    p.add_argument("--no-worker", action="store_true", help="start the web server only")
+    p.set_defaults(func=run)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+
+
+@dataclass
+class Started:
+    """Servers this run started itself, so it stops those and nothing else."""
+
+    servers: list[PostgresServer | RedisServer] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            print(
+                f"taskdesk dev: stopping {type(server).__name__} ({server.root})", file=sys.stderr
+            )
+            server.stop()
+
+
+def say(message: str) -> None:
+    print(f"taskdesk dev: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    if not port_free(args.host, args.port):
+        say(
+            f"port {args.port} on {args.host} is already in use (another `taskdesk dev`?): "
+            f"stop that program or pass --port {args.port + 1}"
+        )
+        return 1
+    started, children = Started(), []
+    _handle_signals(_interrupt)
+    began = time.monotonic()
+    try:
+        settings = start_servers(settings, Path(settings.data_dir), started)
+        prepare_database(settings)
+        children = spawn_children(settings, args)
+        url = f"http://{_probe_host(args.host)}:{args.port}/"
+        wait_until_up(url, children)
+        print_banner(settings, url, time.monotonic() - began)
+        return supervise(children)
+    except ChildDied as exc:
+        say(f"{exc}; stopping the rest")
+        return 1
+    except KeyboardInterrupt:
+        say("stopping")
+        return 0
+    finally:
+        # A second Ctrl-C must not leave half-stopped servers behind.
+        _handle_signals(lambda *_: say("still stopping, please wait"))
+        stop_children(children, grace=settings.worker_grace_seconds + 5)
+        started.stop()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _handle_signals(handler: Callable[[int, FrameType | None], Any]) -> None:
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        # The same option uvicorn sets, so a port in TIME_WAIT does not count as taken.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def start_servers(settings: Settings, root: Path, started: Started) -> Settings:
+    """Fill in the URLs that are not set by starting (or reusing) private servers."""
+    urls: dict[str, str] = {}
+    if not settings.database_url:
+        pg = PostgresServer(root / "pg")
+        say(f"PostgreSQL: private server under {pg.root}")
+        urls["database_url"] = pg.start()
+        if pg.started_here:
+            started.servers.append(pg)
+        else:
+            say("PostgreSQL was already running there: reusing it, it stays running")
+    if not settings.redis_url:
+        rd = RedisServer(root / "redis")
+        say(f"Redis: private server under {rd.root}")
+        urls["redis_url"] = rd.start()
+        if rd.started_here:
+            started.servers.append(rd)
+        else:
+            say("Redis was already running there: reusing it, it stays running")
+    return load_settings(data_dir=settings.data_dir, **urls) if urls else settings
+
+
+def prepare_database(settings: Settings) -> None:
+    from taskdesk import migrate
+
+    say("applying migrations")
+    migrate.upgrade(settings.sqlalchemy_url)
+    say("seeding demo data (skipped where present)")
+    asyncio.run(_seed(settings))
+
+
+async def _seed(settings: Settings) -> None:
+    from desk.runtime import Runtime
+    from desk.seed import seed_demo
+
+    rt = await Runtime.open(settings)
+    try:
+        await seed_demo(rt)
+    finally:
+        await rt.close()
+
+
+def _child_env(settings: Settings) -> dict[str, str]:
+    return os.environ | {
+        "DATABASE_URL": settings.database_url,
+        "REDIS_URL": settings.redis_url,
+        "DATA_DIR": settings.data_dir,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if `taskdesk dev` itself is killed (Linux)."""
+    if _libc is not None:
+        _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn(name: str, argv: list[str], env: dict[str, str]) -> Child:
+    global _libc
+    if sys.platform.startswith("linux") and _libc is None:
+        _libc = ctypes.CDLL(None)  # loaded here, not in the forked child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "taskdesk", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        # Own process group: the terminal's Ctrl-C reaches only us, and we stop the children
+        # in order (web and worker first, the servers last).
+        process_group=0,
+        preexec_fn=_die_with_parent,
+    )
+    return Child(name, proc)
+
+
+def spawn_children(settings: Settings, args: argparse.Namespace) -> list[Child]:
+    env = _child_env(settings)
+    children = [spawn("web server", ["serve", "--host", args.host, "--port", str(args.port)], env)]
+    if not args.no_worker:
+        children.append(spawn("worker", ["worker"], env))
+    return children
+
+
+def check_children(children: list[Child]) -> None:
+    for child in children:
+        code = child.proc.poll()
+        if code is not None:
+            how = (
+                f"was killed by {signal.Signals(-code).name}"
+                if code < 0
+                else f"exited with code {code}"
+            )
+            raise ChildDied(f"the {child.name} (pid {child.proc.pid}) {how}")
+
+
+def _probe_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status < 500)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_until_up(url: str, children: list[Child]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not answers(url):
+        check_children(children)
+        if time.monotonic() > deadline:
+            raise ChildDied(f"the web server did not answer {url} within {STARTUP_TIMEOUT:.0f}s")
+        time.sleep(0.1)
+
+
+def supervise(children: list[Child]) -> int:
+    """Block until a child dies (then 1) or a signal arrives (KeyboardInterrupt)."""
+    while True:
+        check_children(children)
+        time.sleep(0.25)
+
+
+def stop_children(children: list[Child], grace: float) -> None:
+    """SIGTERM to each, up to `grace` seconds for a clean exit, then SIGKILL to its group."""
+    for child in children:
+        if child.proc.poll() is None:
+            child.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"the {child.name} did not stop within {grace:.0f}s: killing it")
+            # Not yet reaped, so its pid is still its process group's id.
+            os.killpg(child.proc.pid, signal.SIGKILL)
+            child.proc.wait()
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def print_banner(settings: Settings, url: str, took: float) -> None:
+    from desk.seed import DEMO_LOGINS, DEMO_PASSWORD
+
+    lines = [
+        "",
+        f"taskdesk is running (ready in {took:.1f} s)",
+        f"  app        {url}",
+        f"  GraphiQL   {url}graphql",
+        f"  database   {_redact(settings.database_url)}",
+        f"  redis      {_redact(settings.redis_url)}",
+        "",
+        f"Demo logins (password for all: {DEMO_PASSWORD})",
+    ]
+    lines += [f"  {email:<20} {role:<9} {team}" for email, _, role, team in DEMO_LOGINS]
+    lines += ["", "Press Ctrl-C to stop.", ""]
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,186 @@
+"""The `taskdesk` command, run as a real process: help texts, configuration errors, migrate and
+seed against a database given by environment variables, and `taskdesk dev` end to end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from taskdesk.cli import build_parser, main
+from taskdesk.embedded import PostgresServer, RedisServer
+from tests.conftest import Servers
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """This process's environment without any taskdesk setting, plus `values`."""
+    drop = ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL", "TEST_REDIS_URL", "TASKDESK_ENV",
+            "SECRET_KEY", "QUEUE_PREFIX", "DATA_DIR")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k.upper() not in drop}
+    return env | {"PYTHONUNBUFFERED": "1"} | values
+
+
+def taskdesk(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "taskdesk", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` until true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_top_level_help_from_module_and_console_script() -> None:
+    for argv in (
+        [sys.executable, "-m", "taskdesk"],
+        [str(Path(sys.executable).parent / "taskdesk")],
+    ):
+        done = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        for name in ("dev", "serve", "worker", "migrate", "seed"):
+            assert f"    {name} " in done.stdout
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_each_subcommand_has_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    assert f"usage: taskdesk {name}" in capsys.readouterr().out
+
+
+def test_config_error_exits_2_with_the_message() -> None:
+    done = taskdesk("migrate", env=clean_env(REDIS_URL="ftp://nope", LEASE_SECONDS="soon"))
+    assert done.returncode == 2
+    assert "REDIS_URL" in done.stderr and "LEASE_SECONDS" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "worker", "migrate", "seed"])
+def test_no_url_and_no_dev_servers_says_what_to_do(command: str, tmp_path: Path) -> None:
+    done = taskdesk(command, "--data-dir", str(tmp_path / "none"), env=clean_env())
+    assert done.returncode == 2
+    assert "DATABASE_URL is not set: run `taskdesk dev`, or set it" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def empty_database(servers: Servers) -> Iterator[str]:
+    name = f"taskdesk_cli_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(servers.admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield servers.db_url(name)
+    with psycopg.connect(servers.admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_migrate_then_seed_through_the_environment(empty_database: str, servers: Servers) -> None:
+    env = clean_env(DATABASE_URL=empty_database, REDIS_URL=servers.redis_url, TASKDESK_ENV="test")
+    migrated = taskdesk("migrate", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    seeded = taskdesk("seed", env=env)
+    assert seeded.returncode == 0, seeded.stderr
+    assert "created 2 teams, 7 users, 7 memberships, 230 tickets" in seeded.stderr
+    again = taskdesk("seed", env=env)
+    assert "created 0 teams, 0 users, 0 memberships, 0 tickets" in again.stderr
+    bulk = taskdesk("seed", "--tickets", "1_000", "--team", "Globex", env=env)
+    assert bulk.returncode == 0, bulk.stderr
+    assert "added 1,000 tickets to 'Globex'" in bulk.stderr
+    with psycopg.connect(empty_database) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM ticket k JOIN team t ON t.id = k.team_id WHERE t.name = 'Globex'"
+        ).fetchone()
+    assert row == (1030,)
+
+
+def test_seed_refuses_demo_passwords_in_prod(empty_database: str, servers: Servers) -> None:
+    env = clean_env(
+        DATABASE_URL=empty_database,
+        REDIS_URL=servers.redis_url,
+        TASKDESK_ENV="prod",
+        SECRET_KEY="a-real-secret-of-sufficient-length",
+    )
+    done = taskdesk("seed", env=env)
+    assert done.returncode == 2 and "--allow-prod" in done.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "data"
+    yield root
+    # As root, the launcher keeps clusters where the `postgres` user can reach them.
+    moved = PostgresServer(root / "pg").root
+    if moved.parent == Path("/var/tmp"):
+        shutil.rmtree(moved, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_dev_comes_up_and_stops_only_what_it_started(data_dir: Path, tmp_path: Path) -> None:
+    # A Redis that is already running there: dev must use it and leave it running.
+    redis_there = RedisServer(data_dir / "redis", persist=False)
+    redis_there.start()
+    port = free_port()
+    out, err = tmp_path / "dev.out", tmp_path / "dev.err"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskdesk", "dev", "--port", str(port), "--data-dir", str(data_dir)],
+            cwd=ROOT, env=clean_env(), stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_until(lambda: answers(url) or proc.poll() is not None, 120, f"{url} to answer")
+        assert proc.poll() is None, err.read_text()
+        wait_until(lambda: "Press Ctrl-C" in out.read_text(), 10, "the banner")
+        banner = out.read_text()
+        assert (
+            f"{url}graphql" in banner and "zhou@acme.test" in banner and "taskdesk-demo" in banner
+        )
+        assert PostgresServer(data_dir / "pg").running()
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        still_running = redis_there.running()
+        redis_there.stop()
+    assert not PostgresServer(data_dir / "pg").running(), "dev stops the PostgreSQL it started"
+    assert still_running, "dev leaves alone the Redis it found running"
+    assert "Traceback" not in err.read_text()
