@@ -1,14 +1,17 @@
-"""Plain HTTP routes: /health, /metrics and the export download."""
+"""Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from starlette.datastructures import UploadFile as StarletteUploadFile
 
 from api.auth import CurrentCaller, RuntimeDep
-from desk import health, tasks
+from api.csrf import require_csrf
+from desk import health, imports, tasks
+from desk.errors import ValidationProblem
 
 router = APIRouter()
 
@@ -59,5 +62,43 @@ async def download(task_id: int, rt: RuntimeDep, caller: CurrentCaller) -> Strea
             "Content-Disposition": f'attachment; filename="{f.filename}"',
             "Content-Length": str(f.size),
             "Cache-Control": "private, no-store",
+        },
+    )
+
+
+@router.post("/teams/{team_id}/imports/uploads", tags=["imports"], status_code=201)
+async def upload_import_file(
+    team_id: int, request: Request, rt: RuntimeDep, caller: CurrentCaller
+) -> JSONResponse:
+    """Store a CSV for an import (admins only); then start it with GraphQL `startImport(uploadId)`.
+
+    Multipart with one `file` field. A cookie-authenticated call must carry the session's CSRF
+    token (`X-CSRF-Token` header or `csrf_token` field); a bearer token needs none."""
+    if caller.via == "cookie":
+        await require_csrf(rt, request)
+    form = await request.form(
+        max_files=1, max_fields=4, max_part_size=rt.settings.import_max_bytes + 1
+    )
+    upload = form.get("file")
+    if not isinstance(upload, StarletteUploadFile):
+        raise ValidationProblem("file", "send the CSV as the multipart field `file`")
+    data = await upload.read(rt.settings.import_max_bytes + 1)
+    stored = await imports.store_upload(
+        rt, caller.user_id, team_id, upload.filename or "upload.csv", data
+    )
+    return JSONResponse(
+        {"uploadId": stored.id, "filename": stored.filename, "size": stored.size}, status_code=201
+    )
+
+
+@router.get("/tasks/{task_id}/report", tags=["imports"])
+async def import_report(task_id: int, rt: RuntimeDep, caller: CurrentCaller) -> StreamingResponse:
+    """An import's rejected rows as CSV (row, column, reason); 404 for whoever may not see it."""
+    chunks = await imports.open_report(rt, caller.user_id, task_id)
+    return StreamingResponse(
+        chunks,
+        media_type="text/csv; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="import-{task_id}-rejected-rows.csv"'
         },
     )

@@ -202,6 +202,7 @@ async def progress(
     current: int | None = None,
     total: int | None = None,
     message: str | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Pulse:
     """Report progress and extend the lease; also the keep-alive when nothing else changed."""
     row = (
@@ -211,6 +212,7 @@ async def progress(
                 " progress_current = coalesce(:cur, progress_current), "
                 " progress_total = coalesce(:tot, progress_total), "
                 " progress_message = coalesce(:msg, progress_message), "
+                " stats = coalesce(CAST(:stats AS jsonb), stats), "
                 " progress = CASE WHEN coalesce(:tot, progress_total) > 0 THEN "
                 "   least(1.0, coalesce(:cur, progress_current)::float / coalesce(:tot, progress_total)) "
                 "   ELSE progress END "
@@ -224,6 +226,7 @@ async def progress(
                 "cur": current,
                 "tot": total,
                 "msg": message,
+                "stats": json.dumps(stats) if stats is not None else None,
             },
         )
     ).first()
@@ -242,6 +245,7 @@ async def finish(
     result_bytes: int | None = None,
     current: int | None = None,
     message: str | None = None,
+    stats: dict[str, int] | None = None,
 ) -> BackgroundTask | None:
     """COMPLETED, if this execution still holds the fence; None means: discard quietly."""
     return await _one(
@@ -249,6 +253,7 @@ async def finish(
         "UPDATE background_task SET status = 'COMPLETED', progress = 1, result_summary = :summary, "
         " progress_current = coalesce(:cur, progress_current), "
         " progress_message = coalesce(:msg, progress_message), "
+        " stats = coalesce(CAST(:stats AS jsonb), stats), "
         " result_skipped = :skipped, expires_at = :expires, result_bytes = :bytes, finished_at = :now, "
         " lease_until = NULL, updated_at = :now "
         "WHERE id = :id AND execution_id = :eid AND status = 'RUNNING' RETURNING *",
@@ -262,6 +267,7 @@ async def finish(
             "bytes": result_bytes,
             "cur": current,
             "msg": message,
+            "stats": json.dumps(stats) if stats is not None else None,
         },
     )
 
@@ -446,6 +452,15 @@ async def prune(
             " AND b.status IN ('COMPLETED', 'FAILED', 'CANCELLED') "
             " AND (b.status <> 'COMPLETED' OR c.execution_id <> b.execution_id)"
         ),
+    )
+    # Uploads are needed until their import ends; keep them a day for a user's retry.
+    await conn.execute(
+        sa.text(
+            "DELETE FROM upload u WHERE u.created_at < :upload_cutoff AND NOT EXISTS ("
+            " SELECT 1 FROM background_task b WHERE b.kind = 'IMPORT' AND b.status IN ('WAITING', 'RUNNING', 'FAILED') "
+            " AND b.team_id = u.team_id AND b.filters ->> 'upload_id' = u.id::text)"
+        ),
+        {"upload_cutoff": now - timedelta(days=1)},
     )
     tasks = await conn.execute(
         sa.text(

@@ -249,6 +249,9 @@ class BackgroundTask(SQLModel, table=True):
     lease_until: datetime | None = _tz()
     started_at: datetime | None = _tz()
 
+    stats: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
     result_summary: str | None = Field(default=None)
     result_skipped: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
@@ -267,3 +270,29 @@ class TaskResultChunk(SQLModel, table=True):
     execution_id: str = Field(primary_key=True, max_length=64)
     seq: int = Field(primary_key=True)
     data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+
+
+class Upload(SQLModel, table=True):
+    """A file someone uploaded for a task (an import's CSV), kept in PostgreSQL with it."""
+
+    __tablename__ = "upload"
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE", index=True)
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    filename: str = Field(max_length=300)
+    size: int = Field(sa_type=sa.BigInteger)
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+    created_at: datetime = _now_col()
+
+
+class ImportRejection(SQLModel, table=True):
+    """One rejected row of an import: the error report. Keyed by row, so a rescued run
+    that sees the row again records it once."""
+
+    __tablename__ = "import_rejection"
+
+    task_id: int = Field(foreign_key="background_task.id", primary_key=True, ondelete="CASCADE")
+    row_number: int = Field(primary_key=True)
+    column_name: str = Field(max_length=100)
+    reason: str = Field(max_length=500)

@@ -131,3 +131,20 @@ async def team_id_by_name(rt: Runtime, name: str) -> int:
     if tid is None:
         raise NotFound(f"No team named {name!r}.")
     return int(tid)
+
+
+async def first_admin(rt: Runtime, team_id: int) -> int:
+    """The team's longest-standing admin: who the CLI acts as when no --user is given."""
+    async with rt.engine.connect() as conn:
+        uid = (
+            await conn.execute(
+                sa.text(
+                    "SELECT user_id FROM membership WHERE team_id = :t AND role = 'ADMIN' "
+                    "ORDER BY created_at, user_id LIMIT 1"
+                ),
+                {"t": team_id},
+            )
+        ).scalar()
+    if uid is None:
+        raise NotFound("That team has no admin to run the import as; pass --user.")
+    return int(uid)

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     export_retention_hours: float = Field(default=24.0, gt=0)
     task_retention_days: float = Field(default=30.0, gt=0)
 
+    import_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    import_batch_rows: int = Field(default=1000, ge=1, le=100_000)
+
     lease_seconds: float = Field(default=30.0, ge=1, le=3600)
     max_attempts: int = Field(default=5, ge=1, le=100)
     retry_base_seconds: float = Field(default=2.0, gt=0, le=3600)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from jobs.execution import Processor
-from jobs.processors import export, noop, reminder
+from jobs.processors import export, imports, noop, reminder
 
 
 def registry() -> dict[str, Processor]:
-    return {"EXPORT": export.process, "REMINDER": reminder.process, "NOOP": noop.process}
+    return {
+        "EXPORT": export.process,
+        "REMINDER": reminder.process,
+        "IMPORT": imports.process,
+        "NOOP": noop.process,
+    }

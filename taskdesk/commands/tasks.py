@@ -67,7 +67,9 @@ def register(subparsers: Subparsers) -> None:
     dl = sub.add_parser("download", help="save a completed export's CSV, as its owner")
     dl.add_argument("id", type=int, help="task id")
     dl.add_argument("--user", required=True, metavar="EMAIL", help="the export's owner")
-    dl.add_argument("-o", "--output", metavar="FILE", help="where to write (default: the export's file name)")
+    dl.add_argument(
+        "-o", "--output", metavar="FILE", help="where to write (default: the export's file name)"
+    )
     dl.set_defaults(func=_cmd(_download))
     for sp in (p, ls, ex, rm, dl, *[sub.choices[n] for n in ("show", "cancel", "retry")]):
         add_data_dir(sp)

@@ -14,7 +14,9 @@ async def _raise(engine, code: str) -> None:
         await conn.execute(sa.text(RAISE.format(code=code)))
 
 
-@pytest.mark.parametrize("code,transient", [("40001", True), ("40P01", True), ("23505", False), ("22P02", False)])
+@pytest.mark.parametrize(
+    "code,transient", [("40001", True), ("40P01", True), ("23505", False), ("22P02", False)]
+)
 async def test_classification_of_real_errors(engine, code, transient):
     with pytest.raises(DBAPIError) as err:
         await _raise(engine, code)

@@ -1,0 +1,377 @@
+"""Ticket imports ("sync"): an admin's CSV applied to a team in a mode (create / upsert).
+
+The upload is stored in PostgreSQL; the task carries `{upload_id, mode}`. Rows are keyed by
+(team, external_id); a batch of rows, its rejections and the task's progress commit together
+under the execution fence, so a rescued run resumes after the last committed row and neither
+duplicates nor skips. Parsing and validation live here; the worker only drives batches.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk import access, ledger
+from desk.db import retry_transient
+from desk.errors import NotFound, ValidationProblem
+from desk.models import BackgroundTask, Priority, Role, TaskKind, TicketStatus, Upload
+from desk.runtime import Runtime
+from desk.tasks import accept, kick
+
+MODES = ("create", "upsert")
+SCOPE = "import"
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def sniff(data: bytes, limit: int) -> list[str]:
+    """Fail fast on a file that is too big or is not a CSV; returns the header's columns."""
+    if len(data) > limit:
+        raise ValidationProblem(
+            "file", f"the file is {len(data) / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB"
+        )
+    if not data.strip():
+        raise ValidationProblem("file", "the file is empty")
+    if b"\x00" in data[:65536]:
+        raise ValidationProblem("file", "this is not a CSV file (it contains binary data)")
+    first = data[:65536].decode("utf-8-sig", errors="replace").splitlines()[0]
+    header = [h.strip().lower() for h in next(csv.reader([first]))]
+    if "title" not in header or not ({"external_id", "id"} & set(header)):
+        raise ValidationProblem(
+            "file",
+            "not a ticket CSV: the first row must name the columns, with title and external_id (or id)",
+        )
+    return header
+
+
+@dataclass(frozen=True)
+class Row:
+    number: int  # the spreadsheet row: the header is row 1
+    external_id: str
+    title: str
+    status: str
+    priority: str
+    assignee_email: str
+    creator_email: str
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    number: int
+    column: str
+    reason: str
+
+
+def _undo_formula_guard(value: str) -> str:
+    """taskdesk's own export prefixes formula-looking cells with '; take it off again."""
+    if len(value) > 1 and value[0] == "'" and value[1] in FORMULA_START:
+        return value[1:]
+    return value
+
+
+def _enum(value: str, enum: type[TicketStatus] | type[Priority], default: str) -> str | None:
+    value = value.strip().upper() or default
+    return value if value in {m.value for m in enum} else None
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else None
+
+
+def _row(number: int, cells: dict[str, str], seen: dict[str, int]) -> Row | Rejection:
+    for column, value in cells.items():
+        if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in value):
+            return Rejection(number, column, "not valid UTF-8 text (save the file as UTF-8)")
+    ext = (cells.get("external_id") or cells.get("id") or "").strip()
+    if not ext:
+        return Rejection(number, "external_id", "missing (and no id to use instead)")
+    if len(ext) > 200:
+        return Rejection(number, "external_id", "longer than 200 characters")
+    if ext in seen:
+        return Rejection(number, "external_id", f"duplicate of row {seen[ext]}")
+    title = " ".join(_undo_formula_guard(cells.get("title") or "").split())
+    if not title:
+        return Rejection(number, "title", "missing")
+    if len(title) > 500:
+        return Rejection(number, "title", "longer than 500 characters")
+    status = _enum(cells.get("status") or "", TicketStatus, "OPEN")
+    if status is None:
+        return Rejection(number, "status", f"unknown status {cells.get('status')!r}")
+    priority = _enum(cells.get("priority") or "", Priority, "NORMAL")
+    if priority is None:
+        return Rejection(number, "priority", f"unknown priority {cells.get('priority')!r}")
+    seen[ext] = number
+    return Row(
+        number, ext, title, status, priority,
+        _undo_formula_guard(cells.get("assignee_email") or "").strip().lower(),
+        _undo_formula_guard(cells.get("creator_email") or "").strip().lower(),
+        _parse_time(cells.get("created_at") or ""),
+    )  # fmt: skip
+
+
+def parse(data: bytes) -> Iterator[Row | Rejection]:
+    """Every data row of the file, valid or rejected, in order (malformed rows do not stop it)."""
+    text = data.decode("utf-8-sig", errors="surrogateescape")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header = [h.strip().lower() for h in next(reader, [])]
+    seen: dict[str, int] = {}
+    number = 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            number += 1
+            yield Rejection(number, "-", f"malformed CSV: {exc}")
+            continue
+        number += 1
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            yield Rejection(number, "-", f"expected {len(header)} columns, found {len(cells)}")
+            continue
+        yield _row(number, dict(zip(header, cells, strict=True)), seen)
+
+
+def count_rows(data: bytes) -> int:
+    return sum(1 for _ in parse(data))
+
+
+# --- accepting -------------------------------------------------------------------------------
+
+
+async def _admin(conn: AsyncConnection, user_id: int, team_id: int) -> access.Member:
+    member = await access.require_member(conn, user_id, team_id)
+    access.require_admin(member)
+    return member
+
+
+@retry_transient
+async def store_upload(
+    rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes
+) -> Upload:
+    """Admins only. Checks size and that it looks like a ticket CSV, then keeps it."""
+    async with rt.engine.begin() as conn:
+        await _admin(conn, user_id, team_id)
+        sniff(data, rt.settings.import_max_bytes)
+        row = (
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO upload (team_id, owner_id, filename, size, data, created_at) "
+                    "VALUES (:t, :u, :f, :s, :d, :now) RETURNING id, team_id, owner_id, filename, size, created_at"
+                ),
+                {
+                    "t": team_id,
+                    "u": user_id,
+                    "f": (filename or "upload.csv")[:300],
+                    "s": len(data),
+                    "d": data,
+                    "now": rt.clock(),
+                },
+            )
+        ).one()
+    return Upload(**row._mapping, data=b"")
+
+
+@retry_transient
+async def start_import(
+    rt: Runtime, user_id: int, team_id: int, upload_id: int, mode: str
+) -> BackgroundTask:
+    """Admins only; one import per team at a time (a second one gets TaskConflict)."""
+    mode = (mode or "").strip().lower()
+    if mode not in MODES:
+        raise ValidationProblem(
+            "mode", "use create (add new tickets only) or upsert (also update existing ones)"
+        )
+    async with rt.engine.begin() as conn:
+        await ledger.lock_team(conn, team_id)
+        await _admin(conn, user_id, team_id)
+        upload = (
+            await conn.execute(
+                sa.text(
+                    "SELECT id, filename FROM upload WHERE id = :id AND team_id = :t AND owner_id = :u"
+                ),
+                {"id": upload_id, "t": team_id, "u": user_id},
+            )
+        ).first()
+        if upload is None:
+            raise NotFound("Upload not found.")
+        task = await accept(
+            rt,
+            conn,
+            ledger.NewTask(
+                kind=TaskKind.IMPORT, team_id=team_id, owner_id=user_id, scope_key=SCOPE, run_at=rt.clock(),
+                max_attempts=rt.settings.max_attempts,
+                filters={"upload_id": upload_id, "mode": mode, "filename": upload.filename},
+            ),
+        )  # fmt: skip
+    await kick(rt, task)
+    return task
+
+
+# --- applying (the worker) -------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+
+    @classmethod
+    def of(cls, stats: dict[str, Any]) -> Counts:
+        return cls(*(int(stats.get(k, 0)) for k in ("created", "updated", "unchanged", "rejected")))
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "rejected": self.rejected,
+        }
+
+    def summary(self) -> str:
+        return (
+            f"{self.created:,} created, {self.updated:,} updated, {self.unchanged:,} unchanged, "
+            f"{self.rejected:,} rejected."
+        )
+
+
+async def load_upload(conn: AsyncConnection, upload_id: int) -> bytes | None:
+    row = (
+        await conn.execute(sa.text("SELECT data FROM upload WHERE id = :id"), {"id": upload_id})
+    ).first()
+    return bytes(row.data) if row else None
+
+
+async def team_people(conn: AsyncConnection, team_id: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(staff emails → id, member emails → id) for resolving assignees and creators."""
+    rows = await conn.execute(
+        sa.text(
+            "SELECT lower(u.email) AS email, u.id, m.role FROM membership m JOIN app_user u ON u.id = m.user_id "
+            "WHERE m.team_id = :t"
+        ),
+        {"t": team_id},
+    )
+    members, staff = {}, {}
+    for r in rows:
+        members[r.email] = r.id
+        if r.role in (Role.ADMIN, Role.STAFF):
+            staff[r.email] = r.id
+    return staff, members
+
+
+_UPSERT = (
+    "INSERT INTO ticket (team_id, external_id, title, status, priority, assignee_id, creator_id, created_at, updated_at) "
+    "SELECT :team, e, t, s, p, a, c, coalesce(ca, :now), :now FROM unnest("
+    " CAST(:ext AS text[]), CAST(:title AS text[]), CAST(:status AS text[]), CAST(:prio AS text[]),"
+    " CAST(:assignee AS int[]), CAST(:creator AS int[]), CAST(:created AS timestamptz[])) AS r(e, t, s, p, a, c, ca) "
+    "ON CONFLICT (team_id, external_id) "
+)
+_CREATE_ONLY = _UPSERT + "DO NOTHING RETURNING true AS inserted"
+_CREATE_OR_UPDATE = _UPSERT + (
+    "DO UPDATE SET title = excluded.title, status = excluded.status, priority = excluded.priority, "
+    " assignee_id = excluded.assignee_id, updated_at = excluded.updated_at "
+    "WHERE (ticket.title, ticket.status, ticket.priority, ticket.assignee_id) IS DISTINCT FROM "
+    " (excluded.title, excluded.status, excluded.priority, excluded.assignee_id) "
+    "RETURNING (xmax = 0) AS inserted"
+)
+
+
+async def apply_batch(
+    conn: AsyncConnection,
+    task: BackgroundTask,
+    items: list[Row | Rejection],
+    people: tuple[dict[str, int], dict[str, int]],
+    *,
+    now: datetime,
+) -> Counts:
+    """Write one batch (tickets and rejections) inside the caller's fenced transaction."""
+    staff, members = people
+    rows: list[Row] = []
+    rejections = [i for i in items if isinstance(i, Rejection)]
+    for item in items:
+        if isinstance(item, Row):
+            if item.assignee_email and item.assignee_email not in staff:
+                rejections.append(
+                    Rejection(
+                        item.number, "assignee_email", f"unknown assignee {item.assignee_email}"
+                    )
+                )
+            else:
+                rows.append(item)
+    counts = Counts(rejected=len(rejections))
+    if rejections:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO import_rejection (task_id, row_number, column_name, reason) "
+                "SELECT :task, n, c, r FROM unnest(CAST(:n AS int[]), CAST(:c AS text[]), CAST(:r AS text[])) AS x(n, c, r) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            {"task": task.id, "n": [j.number for j in rejections], "c": [j.column for j in rejections],
+             "r": [j.reason[:500] for j in rejections]},
+        )  # fmt: skip
+    if rows:
+        sql = _CREATE_OR_UPDATE if task.filters.get("mode") == "upsert" else _CREATE_ONLY
+        result = await conn.execute(
+            sa.text(sql),
+            {
+                "team": task.team_id, "now": now, "ext": [r.external_id for r in rows],
+                "title": [r.title for r in rows], "status": [r.status for r in rows],
+                "prio": [r.priority for r in rows],
+                "assignee": [staff.get(r.assignee_email) if r.assignee_email else None for r in rows],
+                "creator": [members.get(r.creator_email, task.owner_id) for r in rows],
+                "created": [r.created_at for r in rows],
+            },
+        )  # fmt: skip
+        inserted = [bool(x.inserted) for x in result]
+        counts.created = sum(inserted)
+        counts.updated = len(inserted) - counts.created
+        counts.unchanged = len(rows) - len(inserted)
+    return counts
+
+
+# --- the error report --------------------------------------------------------------------------
+
+
+async def open_report(rt: Runtime, user_id: int, task_id: int) -> AsyncIterator[bytes]:
+    """The rejected rows as CSV (row, column, reason), for whoever may see the import."""
+    async with rt.engine.connect() as conn:
+        task = await ledger.get(conn, task_id)
+        member = await access.membership(conn, user_id, task.team_id) if task else None
+        if (
+            task is None
+            or task.kind != TaskKind.IMPORT
+            or member is None
+            or not access.can_see_task(member, task.kind, task.owner_id)
+        ):
+            raise NotFound("Import not found.")
+    return _report(rt, task_id)
+
+
+async def _report(rt: Runtime, task_id: int) -> AsyncIterator[bytes]:
+    yield b"\xef\xbb\xbfrow,column,reason\n"
+    async with rt.engine.connect() as conn:
+        result = await conn.stream(
+            sa.text(
+                "SELECT row_number, column_name, reason FROM import_rejection WHERE task_id = :t ORDER BY row_number"
+            ),
+            {"t": task_id},
+        )
+        async for r in result:
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerow([r.row_number, r.column_name, r.reason])
+            yield buf.getvalue().encode()

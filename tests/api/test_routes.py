@@ -1,0 +1,124 @@
+"""Plain routes: the export download, import uploads and reports, /health — who is allowed,
+who is refused (as not found), and clear 4xx answers for bad input."""
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from api.app import create_app
+from api.auth import start_session
+from desk import tasks, users
+from jobs.execution import execute
+from jobs.processors import registry
+
+CSV = b"external_id,title,status\nR-1,Routed,OPEN\nR-2,,OPEN\n"
+
+
+@pytest.fixture
+async def client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        app.state.runtime.clock = clock
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as c:
+            c.rt = app.state.runtime
+            yield c
+
+
+async def _bearer(client, user_id) -> dict[str, str]:
+    _, token = await users.create_token(client.rt, user_id, "test")
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_download_owner_only(client, world):
+    rt = client.rt
+    task = await tasks.create_export(rt, world.customer, world.team, {})
+    await execute(rt, registry(), task.id, task.run)
+    ok = await client.get(
+        f"/tasks/{task.id}/download", headers=await _bearer(client, world.customer)
+    )
+    assert ok.status_code == 200 and ok.headers["content-type"].startswith("text/csv")
+    assert b"Cannot log in" in ok.content and "attachment" in ok.headers["content-disposition"]
+    for other in (world.admin, world.staff, world.customer2, world.outsider):
+        refused = await client.get(
+            f"/tasks/{task.id}/download", headers=await _bearer(client, other)
+        )
+        missing = await client.get("/tasks/999999/download", headers=await _bearer(client, other))
+        assert refused.status_code == missing.status_code == 404
+        assert refused.json() == missing.json()
+    anon = await client.get(f"/tasks/{task.id}/download")
+    assert anon.status_code == 401 and anon.json()["error"]["code"] == "UNAUTHENTICATED"
+    bad_token = await client.get(
+        f"/tasks/{task.id}/download", headers={"Authorization": "Bearer tdk_nope"}
+    )
+    assert bad_token.status_code == 401
+
+
+async def test_upload_start_and_report(client, world):
+    rt = client.rt
+    admin = await _bearer(client, world.admin)
+    up = await client.post(
+        f"/teams/{world.team}/imports/uploads",
+        headers=admin,
+        files={"file": ("t.csv", CSV, "text/csv")},
+    )
+    assert up.status_code == 201, up.text
+    from desk import imports
+
+    task = await imports.start_import(rt, world.admin, world.team, up.json()["uploadId"], "create")
+    await execute(rt, registry(), task.id, task.run)
+    report = await client.get(f"/tasks/{task.id}/report", headers=admin)
+    assert report.status_code == 200 and "3,title,missing" in report.text
+    for refused in (world.staff, world.customer, world.outsider):
+        r = await client.get(f"/tasks/{task.id}/report", headers=await _bearer(client, refused))
+        assert r.status_code == 404
+
+
+async def test_upload_refusals(client, world):
+    staff = await client.post(
+        f"/teams/{world.team}/imports/uploads",
+        headers=await _bearer(client, world.staff),
+        files={"file": ("t.csv", CSV)},
+    )
+    assert staff.status_code == 403
+    outsider = await client.post(
+        f"/teams/{world.team}/imports/uploads",
+        headers=await _bearer(client, world.outsider),
+        files={"file": ("t.csv", CSV)},
+    )
+    assert outsider.status_code == 404
+    admin = await _bearer(client, world.admin)
+    junk = await client.post(
+        f"/teams/{world.team}/imports/uploads",
+        headers=admin,
+        files={"file": ("x.png", b"\x89PNG\x00\x00")},
+    )
+    assert junk.status_code == 422 and "not a CSV" in junk.json()["error"]["message"]
+    no_file = await client.post(
+        f"/teams/{world.team}/imports/uploads", headers=admin, data={"x": "1"}
+    )
+    assert no_file.status_code == 422 and "file" in no_file.json()["error"]["message"]
+
+
+async def test_cookie_upload_needs_the_csrf_token(client, world):
+    from starlette.responses import Response
+
+    resp = Response()
+    csrf = start_session(client.rt, resp, world.admin)
+    cookie = resp.headers["set-cookie"].split(";")[0]
+    url = f"/teams/{world.team}/imports/uploads"
+    refused = await client.post(url, headers={"Cookie": cookie}, files={"file": ("t.csv", CSV)})
+    assert refused.status_code == 403
+    ok = await client.post(
+        url, headers={"Cookie": cookie, "X-CSRF-Token": csrf}, files={"file": ("t.csv", CSV)}
+    )
+    assert ok.status_code == 201
+
+
+async def test_health_is_503_without_workers(client):
+    r = await client.get("/health")
+    assert r.status_code == 503
+    body = r.json()
+    assert body["redis"] is True and body["workers"] == 0 and body["ok"] is False
