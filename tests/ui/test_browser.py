@@ -7,6 +7,7 @@ Set TASKDESK_SCREENSHOTS=docs to refresh the README's screenshots.
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import os
@@ -35,9 +36,9 @@ async def site(rt, world, settings, tmp_path):
 
 
 async def shot(page, tmp_path: Path, name: str) -> None:
-    folder = Path(os.environ.get("TASKDESK_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    folder = os.environ.get("TASKDESK_SCREENSHOTS") or str(tmp_path)
+    os.makedirs(folder, exist_ok=True)
+    await page.screenshot(path=os.path.join(folder, f"{name}.png"), full_page=True)
 
 
 async def mark_document(page) -> None:
@@ -81,7 +82,8 @@ async def test_export_follows_the_task_to_a_download(site, rt, world, settings, 
             async with page.expect_download() as info:
                 await row.get_by_role("link", name="Download CSV").click()
             download = await info.value
-            data = Path(await download.path()).read_bytes().decode("utf-8-sig")
+            raw = await asyncio.to_thread(Path(await download.path()).read_bytes)
+            data = raw.decode("utf-8-sig")
             rows = list(csv.reader(io.StringIO(data)))
             assert rows[0][:4] == ["id", "title", "status", "priority"]
             assert sorted(r[1] for r in rows[1:]) == sorted(

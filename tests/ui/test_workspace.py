@@ -31,12 +31,10 @@ async def test_paging_with_counts(page_as, world, rt) -> None:
         await add_ticket(rt, world.team, world.customer, f"Bulk {i:02d}")
     page = await page_as(world.staff)
     r = await page.get("/tickets?q=Bulk")
-    assert "30 tickets match" in r.text and "showing 1–25" in r.text
-    next_url = r.text.split('<a href="', 1)[1]
-    next_link = [p for p in r.text.split('href="') if "after=" in p][0].split('"', 1)[0]
+    assert "30 tickets match" in r.text and "showing 1\u201325" in r.text
+    next_link = next(p for p in r.text.split('href="') if "after=" in p).split('"', 1)[0]
     r = await page.get(next_link.replace("&amp;", "&"))
-    assert r.status_code == 200 and "showing 26–30" in r.text and "First page" in r.text
-    assert next_url
+    assert r.status_code == 200 and "showing 26\u201330" in r.text and "First page" in r.text
 
 
 async def test_export_returns_at_once_and_attaches_on_a_second_click(page_as, world, rt) -> None:
