@@ -3,7 +3,8 @@
 #
 # Needs only Python >= 3.11. Uses uv (from PATH, or installed with pip into .taskdesk/tools) to
 # create .venv exactly as uv.lock says; if uv cannot be had, falls back to pip and the versions
-# pinned in pyproject.toml.
+# pinned in pyproject.toml. PYTHON=/path/to/python picks the interpreter; TASKDESK_INSTALLER=pip
+# forces the fallback.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.taskdesk/tools"
@@ -25,6 +26,9 @@ find_python() {
 }
 
 find_uv() {
+    if [ "${TASKDESK_INSTALLER:-}" = pip ]; then  # force the fallback (to test it)
+        return 1
+    fi
     if command -v uv >/dev/null 2>&1; then
         command -v uv
         return 0
