@@ -86,20 +86,41 @@ def parse_po(text: str) -> dict[str, str]:
     return catalog
 
 
-class Catalog:
-    """The gettext interface Jinja's i18n extension needs, over one parsed catalog."""
+MAX_MISSING = 1000
 
-    def __init__(self, messages: dict[str, str]) -> None:
+
+class Catalog:
+    """The gettext interface Jinja's i18n extension needs, over one parsed catalog.
+
+    A translated catalog remembers the interface strings it was asked for and lacked
+    (`missing`), so a test can render every page and fail on an untranslated one.
+    """
+
+    def __init__(self, messages: dict[str, str], *, source: bool = False) -> None:
         self.messages = messages
+        self.source = source  # English: the msgids are the text
+        self.missing: set[str] = set()
 
     def gettext(self, message: str) -> str:
-        return self.messages.get(message) or message
+        found = self.messages.get(message)
+        if found:
+            return found
+        if not self.source and len(self.missing) < MAX_MISSING:
+            self.missing.add(message)
+        return message
+
+    def domain_text(self, text: str | None) -> str:
+        """Text the desk wrote (errors, summaries): translated when the catalog knows it, else
+        shown as written — it is data, not an interface string, so it is not `missing`."""
+        return self.messages.get(text or "") or (text or "")
 
     def ngettext(self, singular: str, plural: str, n: int) -> str:
         # Chinese has one form; English takes the msgid's own singular/plural.
         translated = self.messages.get(singular)
         if translated:
             return translated
+        if not self.source and len(self.missing) < MAX_MISSING:
+            self.missing.add(singular)
         return singular if n == 1 else plural
 
 
@@ -107,5 +128,5 @@ class Catalog:
 def catalog(locale: str) -> Catalog:
     path = LOCALE_DIR / locale / "LC_MESSAGES" / "messages.po"
     if locale == DEFAULT or not path.exists():
-        return Catalog({})
+        return Catalog({}, source=locale == DEFAULT)
     return Catalog(parse_po(path.read_text(encoding="utf-8")))

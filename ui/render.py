@@ -49,7 +49,9 @@ def environment(locale: str) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.install_gettext_translations(i18n.catalog(locale), newstyle=True)  # type: ignore[attr-defined]
+    catalog = i18n.catalog(locale)
+    env.install_gettext_translations(catalog, newstyle=True)  # type: ignore[attr-defined]
+    env.filters["dt"] = catalog.domain_text
     env.filters["local"] = _local
     env.filters["label"] = _enum_label
     env.filters["tojson_attr"] = lambda v: json.dumps(v, separators=(",", ":"))

@@ -27,12 +27,12 @@
 
   document.addEventListener("htmx:responseError", function (evt) {
     var status = evt.detail.xhr ? evt.detail.xhr.status : 0;
-    flash("The server had a problem (HTTP " + status + "). Please try again in a moment.");
+    flash(document.body.dataset.msgServer + " (HTTP " + status + ")");
     retryRow(evt.detail.elt);
   });
 
   document.addEventListener("htmx:sendError", function (evt) {
-    flash("Cannot reach taskdesk right now. Checking again shortly.");
+    flash(document.body.dataset.msgOffline);
     retryRow(evt.detail.elt);
   });
 
