@@ -31,7 +31,7 @@ from desk.settings import Settings, load_settings
 from taskdesk.commands import DATA_DIR_HELP, Subparsers
 from taskdesk.embedded import PostgresServer, RedisServer
 
-STARTUP_TIMEOUT = 60.0  # seconds for the web server to answer its first request
+STARTUP_TIMEOUT = 90.0  # seconds for the web server to answer its first request
 
 
 class ChildDied(Exception):

@@ -150,23 +150,44 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(moved, ignore_errors=True)
 
 
+def start_dev(data_dir: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`taskdesk dev` on a free port with no URLs set; returns once its banner is out."""
+    port = free_port()
+    out, err = tmp_path / "dev.out", tmp_path / "dev.err"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskdesk", "dev", "--port", str(port), "--data-dir", str(data_dir), *args],
+            cwd=ROOT, env=clean_env(), stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until(lambda: answers(url) or proc.poll() is not None, 120, f"{url} to answer")
+        assert proc.poll() is None, err.read_text()
+        wait_until(lambda: "Press Ctrl-C" in out.read_text(), 10, "the banner")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, url
+
+
+def child_running(pid: int, word: str) -> int:
+    """The pid of `pid`'s child process whose command line has `word` (Linux /proc)."""
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if word.encode() in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
+            return int(child)
+    raise AssertionError(f"no child of {pid} runs {word!r}")
+
+
 @pytest.mark.slow
 def test_dev_comes_up_and_stops_only_what_it_started(data_dir: Path, tmp_path: Path) -> None:
     # A Redis that is already running there: dev must use it and leave it running.
     redis_there = RedisServer(data_dir / "redis", persist=False)
     redis_there.start()
-    port = free_port()
     out, err = tmp_path / "dev.out", tmp_path / "dev.err"
-    with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "taskdesk", "dev", "--port", str(port), "--data-dir", str(data_dir)],
-            cwd=ROOT, env=clean_env(), stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+    proc = None
     try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_until(lambda: answers(url) or proc.poll() is not None, 120, f"{url} to answer")
-        assert proc.poll() is None, err.read_text()
-        wait_until(lambda: "Press Ctrl-C" in out.read_text(), 10, "the banner")
+        proc, url = start_dev(data_dir, tmp_path)
         banner = out.read_text()
         assert (
             f"{url}graphql" in banner and "zhou@acme.test" in banner and "taskdesk-demo" in banner
@@ -176,7 +197,7 @@ def test_dev_comes_up_and_stops_only_what_it_started(data_dir: Path, tmp_path: P
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0, err.read_text()
     finally:
-        if proc.poll() is None:
+        if proc and proc.poll() is None:
             proc.kill()
             proc.wait()
         still_running = redis_there.running()
@@ -184,3 +205,22 @@ def test_dev_comes_up_and_stops_only_what_it_started(data_dir: Path, tmp_path: P
     assert not PostgresServer(data_dir / "pg").running(), "dev stops the PostgreSQL it started"
     assert still_running, "dev leaves alone the Redis it found running"
     assert "Traceback" not in err.read_text()
+
+
+@pytest.mark.slow
+def test_dev_stops_everything_when_a_child_dies(data_dir: Path, tmp_path: Path) -> None:
+    proc, _ = start_dev(data_dir, tmp_path, "--no-worker")
+    try:
+        web = child_running(proc.pid, "serve")
+        os.kill(web, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (
+        f"the web server (pid {web}) was killed by SIGKILL; stopping the rest"
+        in (tmp_path / "dev.err").read_text()
+    )
+    assert not PostgresServer(data_dir / "pg").running()
+    assert not RedisServer(data_dir / "redis").running()
