@@ -67,10 +67,12 @@ class Started:
 
     def stop(self) -> None:
         for server in reversed(self.servers):
-            print(
-                f"taskdesk dev: stopping {type(server).__name__} ({server.root})", file=sys.stderr
-            )
-            server.stop()
+            name = "PostgreSQL" if isinstance(server, PostgresServer) else "Redis"
+            say(f"stopping the private {name} ({server.root})")
+            try:
+                server.stop()
+            except (OSError, subprocess.SubprocessError) as exc:  # go on with the others
+                say(f"could not stop {name}: {exc}")
 
 
 def say(message: str) -> None:
