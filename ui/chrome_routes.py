@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request, Response
 from api.auth import RuntimeDep
 from desk import health, notifications
 from desk.errors import ValidationProblem
-from ui.render import fragment_or_page, render
-from ui.route import UiRoute
+from ui.render import fragment_or_page, is_htmx, render
+from ui.route import UiRoute, redirect
 from ui.viewer import FragmentViewer, PageViewer
 
 router = APIRouter(route_class=UiRoute)
@@ -45,6 +45,8 @@ async def mark_read(request: Request, rt: RuntimeDep, v: PageViewer) -> Response
     if any(not x.isdigit() for x in raw):
         raise ValidationProblem("id", "not a notification of yours")
     await notifications.mark_read(rt, v.user_id, [int(x) for x in raw] if raw else None)
+    if not is_htmx(request):
+        return redirect(request, "/notifications")
     page = await notifications.list_notifications(rt, v.user_id, first=30)
     return render(
         request,

@@ -157,3 +157,11 @@ async def test_bad_form_input_is_shown_in_place(page_as, world) -> None:
     assert r.status_code == 422 and "staff member or admin" in r.text
     r = await page.hx_post("/exports", {"status": "NOPE"})
     assert r.status_code == 422 and "unknown value" in r.text
+
+
+async def test_unknown_address_is_the_404_page_for_browsers(page_as, world) -> None:
+    page = await page_as(world.staff)
+    r = await page.get("/no/such/page", headers={"Accept": "text/html"})
+    assert r.status_code == 404 and "<h1>Not found</h1>" in r.text
+    r = await page.get("/no/such/page", headers={"Accept": "application/json"})
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
