@@ -24,7 +24,12 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
+    """An htmx call that wants a fragment. Restoring history (back button, cache miss) asks for
+    the whole page, so it gets one."""
+    headers = request.headers
+    return (
+        headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
+    )
 
 
 def _local(value: datetime | None, tz: ZoneInfo | None, fmt: str = "%Y-%m-%d %H:%M") -> str:

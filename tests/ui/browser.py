@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -20,6 +21,9 @@ from desk.passwords import hash_password
 from desk.runtime import Runtime
 from desk.settings import Settings
 from tests.helpers import ROOT, settings_env
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -100,7 +104,7 @@ async def give_passwords(rt: Runtime) -> None:
 
 
 @asynccontextmanager
-async def browser_page(base_url: str) -> AsyncIterator[object]:
+async def browser_page(base_url: str) -> AsyncIterator[Page]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
@@ -115,8 +119,8 @@ async def browser_page(base_url: str) -> AsyncIterator[object]:
             await browser.close()
 
 
-async def sign_in(page: object, email: str) -> None:
-    await page.goto("/login")  # type: ignore[attr-defined]
-    await page.get_by_label("E-mail").fill(email)  # type: ignore[attr-defined]
-    await page.get_by_label("Password").fill(PASSWORD)  # type: ignore[attr-defined]
-    await page.get_by_role("button", name="Sign in").click()  # type: ignore[attr-defined]
+async def sign_in(page: Page, email: str) -> None:
+    await page.goto("/login")
+    await page.get_by_label("E-mail").fill(email)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()

@@ -193,3 +193,10 @@ async def test_pages_poll_bell_and_health(page_as, world) -> None:
     assert 'hx-get="/health/badge"' in r.text and "load, every 10s" in r.text
     assert 'hx-trigger="every 2500ms"' in r.text  # the tasks panel looks for new tasks
     assert "X-CSRF-Token" in r.text and 'lang="en"' in r.text
+
+
+async def test_history_restore_gets_the_whole_page(page_as, world) -> None:
+    """The back button after a filtered (htmx) list asks for the page, not the fragment."""
+    page = await page_as(world.staff)
+    r = await page.hx_get("/tickets?status=OPEN", headers={"HX-History-Restore-Request": "true"})
+    assert "<html" in r.text and 'id="ticket-list"' in r.text
