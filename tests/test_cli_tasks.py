@@ -92,8 +92,12 @@ async def test_download_by_the_owner_only(rt, world, settings, tmp_path):
     task = await tasks.create_export(rt, world.staff, world.team, {"q": "printer"})
     assert await execute(rt, registry(), task.id, task.run) == "done"
     out = tmp_path / "x.csv"
-    ok = _taskdesk(settings, "tasks", "download", str(task.id), "--user", "chen@acme.test", "-o", str(out))
+    ok = _taskdesk(
+        settings, "tasks", "download", str(task.id), "--user", "chen@acme.test", "-o", str(out)
+    )
     assert ok.returncode == 0, ok.stderr
     assert b"Printer on fire" in out.read_bytes()
-    refused = _taskdesk(settings, "tasks", "download", str(task.id), "--user", "zhou@acme.test", "-o", str(out))
+    refused = _taskdesk(
+        settings, "tasks", "download", str(task.id), "--user", "zhou@acme.test", "-o", str(out)
+    )
     assert refused.returncode == 1 and "not found" in refused.stderr
