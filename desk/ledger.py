@@ -53,6 +53,21 @@ async def active_in_scope(
     )
 
 
+async def bump_reminder_revision(conn: AsyncConnection, ticket_id: int) -> int:
+    """Reminders carry the revision they were made for; bumping it makes every older one skip."""
+    return int(
+        (
+            await conn.execute(
+                sa.text(
+                    "UPDATE ticket SET reminder_revision = reminder_revision + 1 WHERE id = :id "
+                    "RETURNING reminder_revision"
+                ),
+                {"id": ticket_id},
+            )
+        ).scalar_one()
+    )
+
+
 @dataclass(frozen=True)
 class NewTask:
     kind: str

@@ -61,20 +61,6 @@ async def _ticket_for_staff(conn: AsyncConnection, user_id: int, ticket_id: int)
     return ticket
 
 
-async def _bump(conn: AsyncConnection, ticket_id: int) -> int:
-    return int(
-        (
-            await conn.execute(
-                sa.text(
-                    "UPDATE ticket SET reminder_revision = reminder_revision + 1 WHERE id = :id "
-                    "RETURNING reminder_revision"
-                ),
-                {"id": ticket_id},
-            )
-        ).scalar_one()
-    )
-
-
 @retry_transient
 async def schedule_reminder(
     rt: Runtime,
@@ -116,7 +102,7 @@ async def schedule_reminder(
                 now=now,
                 reason=f"Superseded by a reminder for {due:%Y-%m-%d %H:%M} UTC.",
             )
-        revision = await _bump(conn, ticket_id)
+        revision = await ledger.bump_reminder_revision(conn, ticket_id)
         task = await accept(
             rt,
             conn,
@@ -141,7 +127,7 @@ async def cancel_reminder(rt: Runtime, user_id: int, ticket_id: int) -> Backgrou
     """Cancel the ticket's pending reminder (if any); bumps the revision so none can fire."""
     async with rt.engine.begin() as conn:
         ticket = await _ticket_for_staff(conn, user_id, ticket_id)
-        await _bump(conn, ticket_id)
+        await ledger.bump_reminder_revision(conn, ticket_id)
         existing = await ledger.active_in_scope(
             conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
         )

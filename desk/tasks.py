@@ -147,6 +147,7 @@ async def list_tasks(
     first: int = 50,
     after: str | None = None,
     newer_than: int | None = None,
+    ticket_id: int | None = None,
 ) -> TaskPage:
     """Newest first. `after` is the cursor of the previous page; `newer_than` a task id (the
     cheap "anything new since the newest row I show?" check)."""
@@ -175,6 +176,9 @@ async def list_tasks(
         if newer_than is not None:
             clauses.append("id > :newer")
             params["newer"] = newer_than
+        if ticket_id is not None:
+            clauses.append("ticket_id = :ticket")
+            params["ticket"] = ticket_id
         rows = await conn.execute(
             sa.text(
                 f"SELECT * FROM background_task WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT :lim"
@@ -198,6 +202,9 @@ async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask
             raise NotFound("Task not found.")
         if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
             return task
+        if task.kind == TaskKind.REMINDER and task.ticket_id is not None:
+            # As cancel_reminder does: a bumped revision means no copy of it can ever fire.
+            await ledger.bump_reminder_revision(conn, task.ticket_id)
         changed = await ledger.cancel(conn, task_id, now=rt.clock())
     return changed or task
 

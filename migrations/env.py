@@ -22,7 +22,9 @@ target_metadata = SQLModel.metadata
 def _url() -> str:
     url = config.attributes.get("url") or load_settings().sqlalchemy_url
     if not url:
-        raise SystemExit("DATABASE_URL is not set (use `taskdesk migrate`, which knows the dev servers)")
+        raise SystemExit(
+            "DATABASE_URL is not set (use `taskdesk migrate`, which knows the dev servers)"
+        )
     return str(url)
 
 

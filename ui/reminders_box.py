@@ -50,13 +50,15 @@ async def reminders_context(rt: Runtime, v: Viewer, ticket: Ticket) -> dict[str,
     assert ticket.id is not None
     pending = await reminders.pending_reminder(rt, v.user_id, ticket.id)
     recent = await tasks.list_tasks(
-        rt, v.user_id, ticket.team_id, kind=TaskKind.REMINDER, first=tasks.MAX_PAGE
+        rt,
+        v.user_id,
+        ticket.team_id,
+        kind=TaskKind.REMINDER,
+        ticket_id=ticket.id,
+        first=HISTORY + 1,
     )
     now = rt.clock()
-    # list_tasks has no ticket filter yet: take this ticket's from the team's latest reminders.
-    mine = [
-        t for t in recent.items if t.ticket_id == ticket.id and t.id != (pending and pending.id)
-    ]
+    mine = [t for t in recent.items if t.id != (pending and pending.id)]
     return {
         "pending": (
             taskview.build(pending, viewer_id=v.user_id, now=now, ticket_title=ticket.title)

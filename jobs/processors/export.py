@@ -42,6 +42,9 @@ async def _precheck(ex: Execution) -> int:
             raise Permanent(
                 "The person who asked for this export is no longer a member of the team."
             )
+        if not member.is_staff and task.scope_creator_id is None:
+            # Demoted to customer since asking: they get what a customer may see, their own tickets.
+            task.scope_creator_id = task.owner_id
         sql, params = exports.count_sql(task)
         total = int((await conn.execute(sa.text(sql), params)).scalar_one())
     if total > ex.rt.settings.export_max_rows:

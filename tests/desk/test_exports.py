@@ -146,3 +146,16 @@ async def test_pruner_removes_old_finished_rows(rt, world, clock):
     assert (await pruner.run_once(rt)).tasks == 1
     with pytest.raises(NotFound):
         await tasks.get_task(rt, world.staff, task.id)
+
+
+async def test_staff_demoted_to_customer_gets_only_their_own_tickets(rt, world):
+    mine = await add_ticket(rt, world.team, world.staff, "Chen's own ticket")
+    task = await tasks.create_export(rt, world.staff, world.team, {})
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE membership SET role = 'CUSTOMER' WHERE user_id = :u"),
+            {"u": world.staff},
+        )
+    assert await execute(rt, registry(), task.id, task.run) == "done"
+    _, rows = await _csv(rt, world.staff, task.id)
+    assert [int(r[0]) for r in rows[1:]] == [mine]

@@ -119,3 +119,15 @@ async def test_who_may_schedule(rt, world, clock):
     with pytest.raises(ValidationProblem):
         await reminders.schedule_reminder(rt, world.staff, world.tickets["login"])
     assert await reminders.pending_reminder(rt, world.customer, world.tickets["login"]) is None
+
+
+async def test_cancelling_the_task_also_bumps_the_revision(rt, world):
+    t = await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], in_minutes=5)
+    before = (await tickets.get_ticket(rt, world.staff, world.tickets["login"])).reminder_revision
+    await tasks.cancel_task(rt, world.staff, t.id)
+    after = (await tickets.get_ticket(rt, world.staff, world.tickets["login"])).reminder_revision
+    assert after == before + 1
+    history = await tasks.list_tasks(rt, world.staff, world.team, ticket_id=world.tickets["login"])
+    assert [x.id for x in history.items] == [t.id]
+    other = await tasks.list_tasks(rt, world.staff, world.team, ticket_id=world.tickets["printer"])
+    assert other.items == []
