@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import cached_property
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-change-me"})
@@ -75,15 +75,18 @@ class Settings(BaseSettings):
             raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
         return v
 
-    @model_validator(mode="after")
-    def _check_secret(self) -> Settings:
-        if self.taskdesk_env is Env.PROD and (
-            self.secret_key in PLACEHOLDER_SECRETS or len(self.secret_key) < 16
-        ):
+    @field_validator("secret_key")
+    @classmethod
+    def _check_secret(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("taskdesk_env") is Env.PROD and (v in PLACEHOLDER_SECRETS or len(v) < 16):
             raise ValueError(
-                "SECRET_KEY is a placeholder or shorter than 16 characters; "
-                "set a long random value in production (e.g. `openssl rand -hex 32`)"
+                "a placeholder or shorter than 16 characters; set a long random value in "
+                "production (e.g. `openssl rand -hex 32`)"
             )
+        return v
+
+    @model_validator(mode="after")
+    def _check_retry(self) -> Settings:
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS")
         return self
@@ -111,5 +114,5 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for err in exc.errors():
             name = "_".join(str(p) for p in err["loc"]).upper() or "configuration"
-            lines.append(f"  {name}: {err['msg']}")
+            lines.append(f"  {name}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("taskdesk: invalid configuration\n" + "\n".join(lines)) from None

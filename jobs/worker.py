@@ -48,7 +48,7 @@ def build_worker(
 ) -> Worker:
     s = rt.settings
     return Worker(
-        functions=[func(process_task, name=PROCESS_FUNCTION, timeout=JOB_TIMEOUT)],  # type: ignore[list-item]
+        functions=[func(process_task, name=PROCESS_FUNCTION, timeout=JOB_TIMEOUT)],
         queue_name=rt.queue.name,
         redis_settings=RedisSettings.from_dsn(s.redis_url),
         keep_result=0,

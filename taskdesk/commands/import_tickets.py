@@ -63,6 +63,7 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
             else await ops.first_admin(rt, team)
         )
         upload = await imports.store_upload(rt, user, team, args.file.name, args.file.read_bytes())
+        assert upload.id is not None
         try:
             task = await imports.start_import(rt, user, team, upload.id, args.mode)
         except TaskConflict as exc:
@@ -72,7 +73,7 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
             )
             task = exc.existing
         print(f"task {task.id}: {task.status}")
-        if not args.wait:
+        if not args.wait or task.id is None:
             return 0
         return await _follow(rt, user, task.id, args.report)
     finally:
