@@ -1,0 +1,180 @@
+"""`/graphql` over HTTP: a thin endpoint that calls `schema.execute()` directly.
+
+Why not Strawberry's GraphQLRouter: on the hot status read (`task(id)`) its request handling
+(a synchronous context getter in a thread pool, dependency injection, generic content
+negotiation) cost more than the query itself (STACK-NOTES: 0.5x of a bare endpoint at best;
+a thin route 0.64-0.70x). This endpoint does only what taskdesk needs:
+
+- POST with `Content-Type: application/json` only (no GET queries, no multipart, no form
+  posts): a cross-site page cannot send that without a CORS preflight, which is never granted,
+  so cookie-authenticated requests stay CSRF-safe.
+- one operation per request (no batching), a bounded body, queries and mutations only.
+- GET serves GraphiQL outside production, and 405 otherwise.
+Every response carries `X-Request-ID`; unexpected errors are logged under it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from strawberry.exceptions import MissingQueryError
+from strawberry.http.ides import get_graphql_ide_html
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types.graphql import OperationType
+
+from desk.fastread import ReadPool
+from desk.settings import Env, Settings
+from schema.context import build_context
+from schema.errors import INTERNAL, formatted
+from schema.root import DeskSchema, build_schema
+
+log = logging.getLogger("taskdesk.graphql")
+
+PATH = "/graphql"
+MAX_BODY = 64 * 1024
+ALLOWED_OPERATIONS = (OperationType.QUERY, OperationType.MUTATION)
+
+WELCOME = """# taskdesk GraphQL
+#
+# Signed in on the taskdesk pages? Your session cookie works here as it is.
+# Or paste an API token in the Headers tab below:
+#   {"Authorization": "Bearer tdk_..."}
+# Create one with the createApiToken mutation or `taskdesk tokens create`.
+# Examples: docs/graphql.md
+#
+query Me {
+  me {
+    displayName
+    memberships { role team { id name } }
+  }
+  unreadNotificationCount
+}
+"""
+
+
+def _ide_html() -> str:
+    html = get_graphql_ide_html("graphiql").replace("Strawberry GraphiQL", "taskdesk GraphiQL")
+    welcome = WELCOME.replace("\\", "\\\\").replace("`", "\\`").replace("${", "\\${")
+    return re.sub(
+        r"const EXAMPLE_QUERY = `.*?`;",
+        lambda _m: f"const EXAMPLE_QUERY = `{welcome}`;",
+        html,
+        count=1,
+        flags=re.S,
+    )
+
+
+def _json(body: dict[str, Any], status: int, request_id: str, **headers: str) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        status_code=status,
+        media_type="application/json",
+        headers={"X-Request-ID": request_id, "Cache-Control": "no-store", **headers},
+    )
+
+
+def _refuse(status: int, code: str, message: str, request_id: str, **headers: str) -> Response:
+    """A request-level refusal in the GraphQL error shape, so clients parse one format."""
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return _json(body, status, request_id, **headers)
+
+
+def _payload(body: bytes) -> tuple[str, dict[str, Any] | None, str | None] | str:
+    """(query, variables, operationName) from a request body, or what is wrong with it."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return "The body is not valid JSON."
+    if not isinstance(data, dict):
+        return "Send one operation as a JSON object; batches are not supported."
+    query, variables, name = data.get("query"), data.get("variables"), data.get("operationName")
+    if not isinstance(query, str) or not query.strip():
+        return "`query` must be a non-empty string."
+    if variables is not None and not isinstance(variables, dict):
+        return "`variables` must be a JSON object."
+    if name is not None and not isinstance(name, str):
+        return "`operationName` must be a string."
+    return query, variables, name
+
+
+async def _post(request: Request, schema: DeskSchema, rid: str) -> Response:
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        msg = "Send the operation as JSON with Content-Type: application/json."
+        return _refuse(415, "UNSUPPORTED_MEDIA_TYPE", msg, rid)
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > MAX_BODY:
+        return _refuse(413, "PAYLOAD_TOO_LARGE", f"At most {MAX_BODY} bytes per request.", rid)
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        return _refuse(413, "PAYLOAD_TOO_LARGE", f"At most {MAX_BODY} bytes per request.", rid)
+    parsed = _payload(body)
+    if isinstance(parsed, str):
+        return _refuse(400, "BAD_REQUEST", parsed, rid)
+    query, variables, name = parsed
+    try:
+        state = request.app.state
+        context = await build_context(
+            state.runtime, request, rid, getattr(state, "read_pool", None)
+        )
+        result = await schema.execute(
+            query,
+            variable_values=variables,
+            context_value=context,
+            operation_name=name,
+            allowed_operation_types=ALLOWED_OPERATIONS,
+        )
+    except (MissingQueryError, CannotGetOperationTypeError) as exc:
+        reason = getattr(exc, "as_http_error_reason", lambda: "No operation to run.")()
+        return _refuse(400, "BAD_REQUEST", reason, rid)
+    except InvalidOperationTypeError:
+        return _refuse(400, "BAD_REQUEST", "Only queries and mutations are served here.", rid)
+    except Exception:
+        log.exception("graphql [%s] request failed", rid)
+        msg = f"Unexpected error; quote request id {rid} when you report it."
+        return _refuse(500, INTERNAL, msg, rid)
+    out: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        out["errors"] = [formatted(error) for error in result.errors]
+    return _json(out, 200, rid)
+
+
+def graphql_router(settings: Settings) -> APIRouter:
+    """The `/graphql` route for the app factory to include. Its lifespan (run inside the app's,
+    after the Runtime is open) keeps the pool of the hot status read."""
+    prod = settings.taskdesk_env is Env.PROD
+    schema = build_schema(prod)
+    ide = None if prod else _ide_html()
+
+    async def graphql(request: Request) -> Response:
+        rid = secrets.token_hex(6)
+        if request.method == "POST":
+            return await _post(request, schema, rid)
+        if ide is not None and "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(ide, headers={"Cache-Control": "no-store"})
+        msg = "Use POST with a JSON body; queries over GET are not accepted."
+        return _refuse(405, "METHOD_NOT_ALLOWED", msg, rid, Allow="POST")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        reads = ReadPool(settings)
+        await reads.open()
+        app.state.read_pool = reads
+        try:
+            yield
+        finally:
+            await reads.close()
+
+    router = APIRouter(lifespan=lifespan)
+    # A plain Starlette route: no dependency injection on the hot path.
+    router.add_route(PATH, graphql, methods=["GET", "POST"], include_in_schema=False)
+    return router

@@ -1,0 +1,141 @@
+"""Per-request GraphQL context: the runtime, who is calling, the request id, the DataLoaders and
+the per-user mutation rate limit.
+
+Identification happens once per request (cookie or bearer token, `api.auth.identify`); a bad or
+missing credential is remembered and raised as `UNAUTHENTICATED` only by fields that need a
+user, so one error shape covers both. Loaders are created on first use: the hot `task(id)` read
+never pays for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from redis.exceptions import RedisError
+from starlette.requests import HTTPConnection
+from strawberry.dataloader import DataLoader
+from strawberry.types import Info
+
+from api.auth import Caller, identify
+from desk import lookups
+from desk.errors import DeskError, RateLimited, Unauthenticated
+from desk.fastread import ReadPool
+from desk.models import Ticket
+from desk.runtime import Runtime
+from schema.errors import fail, problem
+
+log = logging.getLogger("taskdesk.graphql")
+
+
+@dataclass
+class Loaders:
+    """Batch lookups for one request; each batch runs on its own connection."""
+
+    users: DataLoader[int, lookups.UserName | None]
+    tickets: DataLoader[int, Ticket | None]
+    teams: DataLoader[int, lookups.TeamView | None]
+
+
+def _loaders(rt: Runtime, user_id: int) -> Loaders:
+    async def users(ids: list[int]) -> list[lookups.UserName | None]:
+        found = await lookups.users_by_id(rt, ids)
+        return [found.get(i) for i in ids]
+
+    async def tickets(ids: list[int]) -> list[Ticket | None]:
+        found = await lookups.visible_tickets(rt, user_id, ids)
+        return [found.get(i) for i in ids]
+
+    async def teams(ids: list[int]) -> list[lookups.TeamView | None]:
+        found = await lookups.member_teams(rt, user_id, ids)
+        return [found.get(i) for i in ids]
+
+    return Loaders(DataLoader(users), DataLoader(tickets), DataLoader(teams))
+
+
+@dataclass
+class Context:
+    rt: Runtime
+    request: HTTPConnection | None
+    request_id: str
+    reads: ReadPool | None = None  # the hot status read's pool; None outside the web app
+    caller: Caller | None = None
+    auth_error: Unauthenticated | None = None
+    _loaders: Loaders | None = field(default=None, repr=False)
+
+    @property
+    def user_id(self) -> int:
+        """The caller's id; fields that need a user read it and so refuse the anonymous."""
+        if self.caller is None:
+            fail(self.auth_error or Unauthenticated())
+        return self.caller.user_id
+
+    @property
+    def loaders(self) -> Loaders:
+        if self._loaders is None:
+            self._loaders = _loaders(self.rt, self.user_id)
+        return self._loaders
+
+    def now(self) -> datetime:
+        return self.rt.clock()
+
+
+async def build_context(
+    rt: Runtime, request: HTTPConnection, request_id: str, reads: ReadPool | None = None
+) -> Context:
+    ctx = Context(rt=rt, request=request, request_id=request_id, reads=reads)
+    try:
+        ctx.caller = await identify(rt, request)
+    except Unauthenticated as exc:
+        ctx.auth_error = exc
+    return ctx
+
+
+def ctx_of(info: Info) -> Context:
+    return info.context  # type: ignore[no-any-return]
+
+
+def rate_key(rt: Runtime, user_id: int, window: int) -> str:
+    return f"{rt.settings.queue_prefix}:ratelimit:mutation:{user_id}:{window}"
+
+
+async def mutation_caller(info: Info) -> tuple[Context, int]:
+    """For every mutation: the caller (or UNAUTHENTICATED), counted against a fixed one-minute
+    window in Redis (or RATE_LIMITED). Redis trouble lets the mutation through: triggers must keep
+    working while Redis is down (the dispatcher sends their tasks later)."""
+    ctx = ctx_of(info)
+    user_id = ctx.user_id
+    rt = ctx.rt
+    window = int(ctx.now().timestamp() // 60)
+    key = rate_key(rt, user_id, window)
+    try:
+        async with rt.redis.pipeline(transaction=False) as pipe:
+            pipe.incr(key)
+            pipe.expire(key, 120)
+            count, _ = await pipe.execute()
+    except (RedisError, OSError, TimeoutError) as exc:
+        log.warning("mutation rate limit skipped, Redis unavailable: %s", exc)
+        return ctx, user_id
+    limit = rt.settings.mutation_rate_per_minute
+    if int(count) > limit:
+        fail(RateLimited(f"At most {limit} changes a minute per user; try again in a minute."))
+    return ctx, user_id
+
+
+async def attempt(
+    info: Info,
+    action: Callable[[Context, int], Awaitable[object]],
+    allowed: tuple[type, ...],
+) -> object:
+    """Run one mutation: rate-limited caller, then `action`; expected domain failures become the
+    union member the mutation declares (anything else stays a coded GraphQL error)."""
+    ctx, user_id = await mutation_caller(info)
+    try:
+        return await action(ctx, user_id)
+    except DeskError as exc:
+        result = problem(exc, now=ctx.now(), user_id=user_id)
+        if not isinstance(result, allowed):
+            fail(exc)
+        return result

@@ -1,0 +1,156 @@
+"""How failures reach GraphQL clients.
+
+Expected failures of a mutation are typed union members (`NotFound`, `NotAllowed`,
+`ValidationProblem`, `TaskConflict`, `QuotaExceeded`), all implementing `Problem`.
+Request-level failures (no credentials, too many mutations, bad list arguments) are GraphQL
+errors carrying `extensions.code`. Anything else is unexpected: logged with the request id and,
+in production, masked.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import strawberry
+from graphql import GraphQLError, GraphQLSyntaxError
+from strawberry.extensions import MaskErrors
+
+from desk import errors
+
+if TYPE_CHECKING:
+    from schema.tasks import Task
+
+log = logging.getLogger("taskdesk.graphql")
+
+INTERNAL = "INTERNAL_SERVER_ERROR"
+
+
+def camel(name: str) -> str:
+    """desk names fields in snake_case (assignee_id); clients know them as assigneeId."""
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+@strawberry.interface(description="An expected failure: show `message` to the person.")
+class Problem:
+    message: str
+
+
+@strawberry.type(description="Missing, or not yours to see: the two answer the same.")
+class NotFound(Problem):
+    pass
+
+
+@strawberry.type(description="You can see this, but your role does not allow the action.")
+class NotAllowed(Problem):
+    pass
+
+
+@strawberry.type(description="An argument is not acceptable; `field` names it.")
+class ValidationProblem(Problem):
+    field: str
+
+
+@strawberry.type(description="An identical task is already queued or running: follow that one.")
+class TaskConflict(Problem):
+    existing_task: Annotated[Task, strawberry.lazy("schema.tasks")]
+
+
+@strawberry.type(description="Too many exports for now; try again after `retryAfter`.")
+class QuotaExceeded(Problem):
+    retry_after: datetime
+
+
+def problem(exc: errors.DeskError, *, now: datetime, user_id: int) -> Problem:
+    """The union member for an expected domain failure."""
+    if isinstance(exc, errors.ValidationProblem):
+        return ValidationProblem(message=exc.detail, field=camel(exc.field))
+    if isinstance(exc, errors.TaskConflict):
+        from schema.tasks import Task  # the task type refers back to these problems
+
+        if exc.existing is None:  # the other task finished in between: nothing to follow
+            return ValidationProblem(message="A matching task just finished; try again.", field="")
+
+        return TaskConflict(
+            message=exc.message, existing_task=Task.from_model(exc.existing, now, user_id)
+        )
+    if isinstance(exc, errors.QuotaExceeded):
+        return QuotaExceeded(message=exc.message, retry_after=exc.retry_after)
+    if isinstance(exc, errors.NotAllowed):
+        return NotAllowed(message=exc.message)
+    if isinstance(exc, errors.NotFound):
+        return NotFound(message=exc.message)
+    raise exc  # Unauthenticated, RateLimited: request-level, not a result
+
+
+def request_error(exc: errors.DeskError) -> GraphQLError:
+    """A GraphQL error with `extensions.code` (and `field` for a bad argument)."""
+    ext: dict[str, Any] = {"code": exc.code}
+    if isinstance(exc, errors.ValidationProblem):
+        ext["field"] = camel(exc.field)
+    return GraphQLError(exc.message, extensions=ext)
+
+
+def fail(exc: errors.DeskError) -> NoReturn:
+    raise request_error(exc) from None
+
+
+def is_expected(error: GraphQLError) -> bool:
+    """Parse/validation/coercion errors and our own coded errors are safe to show as they are."""
+    orig = error.original_error
+    return orig is None or isinstance(orig, (GraphQLError, errors.DeskError))
+
+
+def error_code(error: GraphQLError) -> str:
+    if error.extensions and "code" in error.extensions:
+        return str(error.extensions["code"])
+    orig = error.original_error
+    if isinstance(orig, errors.DeskError):
+        return orig.code
+    if isinstance(error, GraphQLSyntaxError):
+        return "GRAPHQL_PARSE_FAILED"
+    if error.path is None:  # before execution: the document or its variables
+        return "GRAPHQL_VALIDATION_FAILED" if orig is None else "BAD_USER_INPUT"
+    return "BAD_USER_INPUT" if is_expected(error) else INTERNAL
+
+
+def formatted(error: GraphQLError) -> dict[str, Any]:
+    """The JSON form of an error, always with `extensions.code`."""
+    out = error.formatted
+    out["extensions"] = {**(out.get("extensions") or {}), "code": error_code(error)}
+    return dict(out)
+
+
+def log_errors(errors_: list[GraphQLError], request_id: str) -> None:
+    for error in errors_:
+        if is_expected(error):
+            log.debug("graphql [%s] %s", request_id, error.message)
+        else:
+            log.error(
+                "graphql [%s] unexpected error at %s: %s",
+                request_id,
+                error.path,
+                error.message,
+                exc_info=error.original_error,
+            )
+
+
+class MaskUnexpected(MaskErrors):
+    """Production: an unexpected error becomes a message quoting the request id (logged with
+    the full exception before masking); expected ones pass through."""
+
+    def __init__(self) -> None:
+        super().__init__(should_mask_error=lambda e: not is_expected(e))
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        rid = getattr(self.execution_context.context, "request_id", "-")
+        return GraphQLError(
+            f"Unexpected error; quote request id {rid} when you report it.",
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={"code": INTERNAL, "requestId": rid},
+        )

@@ -1,0 +1,71 @@
+"""The schema's guards and caches, as two Strawberry extensions.
+
+- `Hardening` applies, in one `on_operation` hook: the token limit of `MaxTokensLimiter`, the
+  rules of `QueryDepthLimiter` and `MaxAliasesLimiter` (built by Strawberry's own
+  `create_validator`s) and, in production, `DisableIntrospection`'s rule and the masking of
+  unexpected errors (`MaskUnexpected`).
+- `Caches` is Strawberry's `ParserCache` and `ValidationCache` in one extension.
+
+Why not the seven stock extensions side by side: Strawberry wraps every hook of every extension
+in a fresh context manager on every request, which cost more than validating the status query
+itself (the hot `task(id)` read is polled by every open page). Two extensions with three hooks
+keep the same behaviour at a fraction of that. The rule classes are built once, here: the stock
+limiters build a new class per instance, which would make every ValidationCache lookup a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from graphql.validation import NoSchemaIntrospectionCustomRule
+from strawberry.extensions import (
+    ParserCache,
+    SchemaExtension,
+    ValidationCache,
+    max_aliases,
+    query_depth_limiter,
+)
+
+from schema.errors import MaskUnexpected
+
+MAX_DEPTH = 10
+MAX_ALIASES = 30
+MAX_TOKENS = 2000
+CACHE_SIZE = 256  # distinct query texts kept parsed and validated
+
+LIMIT_RULES = (
+    query_depth_limiter.create_validator(MAX_DEPTH, None, None),
+    max_aliases.create_validator(MAX_ALIASES),
+)
+PROD_RULES = (*LIMIT_RULES, NoSchemaIntrospectionCustomRule)
+
+
+class Hardening(SchemaExtension):
+    """Limits for everybody; no introspection and masked unexpected errors in production."""
+
+    rules = LIMIT_RULES
+    mask = False
+
+    def on_operation(self) -> Iterator[None]:
+        context = self.execution_context
+        context.parse_options["max_tokens"] = MAX_TOKENS
+        context.validation_rules = (*context.validation_rules, *self.rules)
+        yield
+        result = context.result
+        if self.mask and result is not None and getattr(result, "errors", None):
+            masker = MaskUnexpected()
+            masker.execution_context = context
+            masker._process_result(result)
+
+
+class ProdHardening(Hardening):
+    rules = PROD_RULES
+    mask = True
+
+
+class Caches(ParserCache, ValidationCache):
+    """Parsed and validated documents, kept per query text (bounded LRU, shared process-wide)."""
+
+    def __init__(self) -> None:
+        ParserCache.__init__(self, maxsize=CACHE_SIZE)
+        ValidationCache.__init__(self, maxsize=CACHE_SIZE)

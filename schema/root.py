@@ -1,0 +1,55 @@
+"""The assembled schema: Query and Mutation from the per-domain modules, the guards and caches of
+`schema.hardening`, and in production no field suggestions either. `schema.graphql` at the
+repository root is `build_schema().as_str()` (the same in every environment)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.schema.config import StrawberryConfig
+from strawberry.types import ExecutionContext
+
+from schema.errors import log_errors
+from schema.hardening import Caches, Hardening, ProdHardening
+from schema.notifications import NotificationMutation, NotificationQuery
+from schema.tasks import TaskMutation, TaskQuery
+from schema.tickets import TicketMutation, TicketQuery
+from schema.tokens import TokenMutation, TokenQuery
+from schema.viewer import ViewerQuery
+
+
+@strawberry.type
+class Query(ViewerQuery, TicketQuery, TaskQuery, NotificationQuery, TokenQuery):
+    pass
+
+
+@strawberry.type
+class Mutation(TicketMutation, TaskMutation, NotificationMutation, TokenMutation):
+    pass
+
+
+class DeskSchema(strawberry.Schema):
+    """Logs errors with the request id; in production strips every "Did you mean …?" hint
+    (Strawberry's own switch only covers unknown fields)."""
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        if self.config.disable_field_suggestions:
+            for error in errors:
+                if " Did you mean" in error.message:
+                    error.message = error.message.split(" Did you mean")[0]
+        context = execution_context.context if execution_context else None
+        log_errors(errors, getattr(context, "request_id", "-"))
+
+
+@cache
+def build_schema(prod: bool = False) -> DeskSchema:
+    return DeskSchema(
+        query=Query,
+        mutation=Mutation,
+        extensions=[ProdHardening if prod else Hardening, Caches],
+        config=StrawberryConfig(disable_field_suggestions=prod),
+    )

@@ -1,0 +1,282 @@
+"""Tasks over GraphQL: the `Task` type, `task(id)` (the hot status read), `tasks`, and the
+mutations that start, cancel and retry tasks (exports, reminders). Every rule lives in desk."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, cast
+
+import strawberry
+from strawberry import ID, Private
+
+from desk import lookups, reminders, tasks
+from desk.errors import NotFound, ValidationProblem
+from desk.fastread import TaskView
+from desk.models import BackgroundTask, TaskKind, TaskStatus
+from schema import errors as e
+from schema.context import Context, attempt, ctx_of
+from schema.tickets import TicketFilterInput
+from schema.types import Edge, PageInfo, Team, Ticket, User
+
+
+@strawberry.type(description="One unit of background work, as recorded in the ledger.")
+class Task:
+    id: ID
+    kind: TaskKind
+    status: TaskStatus
+    status_label: str = strawberry.field(
+        description="Queued, Scheduled, Running, Cancelling, Retrying, Completed, Skipped, "
+        "Failed, Cancelled or Expired."
+    )
+    progress: float = strawberry.field(description="0 to 1.")
+    progress_message: str
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    note: str
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result_summary: str | None
+    expires_at: datetime | None
+    download_url: str | None = strawberry.field(
+        description="The CSV of a completed export, for its owner only, until `expiresAt`."
+    )
+    can_cancel: bool
+    can_retry: bool
+    team_id: Private[int]
+    owner_id: Private[int]
+    ticket_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, t: BackgroundTask | TaskView, now: datetime, viewer_id: int) -> Task:
+        """`t` must be a task `viewer_id` may see (desk returned it to them)."""
+        return cls(
+            id=ID(str(t.id)),
+            kind=t.kind,  # type: ignore[arg-type]  # the enum serialises its str value
+            status=t.status,  # type: ignore[arg-type]
+            # status_label reads only columns a TaskView carries too.
+            status_label=tasks.status_label(cast(BackgroundTask, t), now),
+            progress=t.progress,
+            progress_message=t.progress_message,
+            attempts=t.attempts,
+            max_attempts=t.max_attempts,
+            last_error=t.last_error,
+            note=t.note,
+            run_at=t.run_at,
+            created_at=t.created_at,
+            started_at=t.started_at,
+            finished_at=t.finished_at,
+            result_summary=t.result_summary,
+            expires_at=t.expires_at,
+            download_url=(
+                f"/tasks/{t.id}/download"
+                if lookups.export_downloadable(t, viewer_id, now)
+                else None
+            ),
+            can_cancel=lookups.can_cancel(t),
+            can_retry=lookups.can_retry(t),
+            team_id=t.team_id,
+            owner_id=t.owner_id,
+            ticket_id=t.ticket_id,
+        )
+
+    @strawberry.field(description="The reminder's ticket (null for exports).")
+    async def ticket(self, info: strawberry.Info) -> Ticket | None:
+        if self.ticket_id is None:
+            return None
+        row = await ctx_of(info).loaders.tickets.load(self.ticket_id)
+        return Ticket.from_model(row) if row else None
+
+    @strawberry.field(description="Who started it.")
+    async def owner(self, info: strawberry.Info) -> User | None:
+        found = await ctx_of(info).loaders.users.load(self.owner_id)
+        return User.from_model(found) if found else None
+
+    @strawberry.field
+    async def team(self, info: strawberry.Info) -> Team | None:
+        view = await ctx_of(info).loaders.teams.load(self.team_id)
+        return Team.from_view(view) if view else None
+
+
+@strawberry.type
+class TaskConnection:
+    edges: list[Edge[Task]]
+    page_info: PageInfo
+
+    @strawberry.field
+    def nodes(self) -> list[Task]:
+        return [edge.node for edge in self.edges]
+
+
+def _empty() -> TaskConnection:
+    return TaskConnection(edges=[], page_info=PageInfo(has_next_page=False, end_cursor=None))
+
+
+@strawberry.type
+class ReminderCancelled:
+    task: Task | None = strawberry.field(description="The reminder that was pending, if any.")
+
+
+CreateExportResult = Annotated[
+    Task | e.TaskConflict | e.QuotaExceeded | e.ValidationProblem | e.NotFound,
+    strawberry.union("CreateExportResult"),
+]
+ScheduleReminderResult = Annotated[
+    Task | e.TaskConflict | e.ValidationProblem | e.NotFound | e.NotAllowed,
+    strawberry.union("ScheduleReminderResult"),
+]
+CancelReminderResult = Annotated[
+    ReminderCancelled | e.NotFound | e.NotAllowed, strawberry.union("CancelReminderResult")
+]
+CancelTaskResult = Annotated[Task | e.NotFound, strawberry.union("CancelTaskResult")]
+RetryTaskResult = Annotated[
+    Task | e.TaskConflict | e.ValidationProblem | e.NotFound, strawberry.union("RetryTaskResult")
+]
+
+
+def _task_id(value: ID) -> int:
+    task_id = lookups.parse_id(value)
+    if task_id is None:
+        raise NotFound("Task not found.")
+    return task_id
+
+
+def _ticket_id(value: ID) -> int:
+    ticket_id = lookups.parse_id(value)
+    if ticket_id is None:
+        raise NotFound("Ticket not found.")
+    return ticket_id
+
+
+@strawberry.type
+class TaskQuery:
+    @strawberry.field(description="One task by id; null when missing or not yours to see.")
+    async def task(self, info: strawberry.Info, id: ID) -> Task | None:
+        ctx = ctx_of(info)
+        user_id = ctx.user_id
+        task_id = lookups.parse_id(id)
+        if task_id is None:
+            return None
+        if ctx.reads is None:  # outside the web app: the ordinary read, same rule
+            try:
+                row: BackgroundTask | TaskView | None = await tasks.get_task(
+                    ctx.rt, user_id, task_id
+                )
+            except NotFound:
+                row = None
+        else:
+            row = await ctx.reads.visible_task(user_id, task_id)
+        return Task.from_model(row, ctx.now(), user_id) if row else None
+
+    @strawberry.field(description="A team's tasks you may see, newest first.")
+    async def tasks(
+        self,
+        info: strawberry.Info,
+        team_id: ID,
+        kind: TaskKind | None = None,
+        status: TaskStatus | None = None,
+        first: int = 20,
+        after: str | None = None,
+        newer_than: Annotated[
+            ID | None,
+            strawberry.argument(description="Only tasks newer than this id ('anything new?')."),
+        ] = None,
+    ) -> TaskConnection:
+        ctx = ctx_of(info)
+        user_id = ctx.user_id
+        team = lookups.parse_id(team_id)
+        newer = lookups.parse_id(newer_than) if newer_than is not None else None
+        if newer_than is not None and newer is None:
+            e.fail(ValidationProblem("newer_than", "not a task id"))
+        if team is None:
+            return _empty()
+        try:
+            page = await tasks.list_tasks(
+                ctx.rt,
+                user_id,
+                team,
+                kind=kind.value if kind else None,
+                status=status.value if status else None,
+                first=first,
+                after=after,
+                newer_than=newer,
+            )
+        except NotFound:
+            return _empty()
+        except ValidationProblem as exc:
+            e.fail(exc)
+        now = ctx.now()
+        edges = [Edge(cursor=str(t.id), node=Task.from_model(t, now, user_id)) for t in page.items]
+        return TaskConnection(
+            edges=edges, page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor)
+        )
+
+
+@strawberry.type
+class TaskMutation:
+    @strawberry.mutation(description="Queue an export of the team's tickets matching `filter`.")
+    async def create_export(
+        self, info: strawberry.Info, team_id: ID, filter: TicketFilterInput | None = None
+    ) -> CreateExportResult | None:
+        async def run(ctx: Context, user_id: int) -> Task:
+            team = lookups.parse_id(team_id)
+            if team is None:
+                raise NotFound("Team not found.")
+            raw = filter.raw() if filter else None
+            row = await tasks.create_export(ctx.rt, user_id, team, raw)
+            return Task.from_model(row, ctx.now(), user_id)
+
+        allowed = (e.TaskConflict, e.QuotaExceeded, e.ValidationProblem, e.NotFound)
+        return await attempt(info, run, allowed)  # type: ignore[return-value]
+
+    @strawberry.mutation(
+        description="Remind the ticket's assignee at `at` or in `inMinutes` minutes if it is "
+        "still unresolved (staff and admins). Another time reschedules."
+    )
+    async def schedule_reminder(
+        self,
+        info: strawberry.Info,
+        ticket_id: ID,
+        at: datetime | None = None,
+        in_minutes: int | None = None,
+        note: str = "",
+    ) -> ScheduleReminderResult | None:
+        async def run(ctx: Context, user_id: int) -> Task:
+            row = await reminders.schedule_reminder(
+                ctx.rt, user_id, _ticket_id(ticket_id), at=at, in_minutes=in_minutes, note=note
+            )
+            return Task.from_model(row, ctx.now(), user_id)
+
+        allowed = (e.TaskConflict, e.ValidationProblem, e.NotFound, e.NotAllowed)
+        return await attempt(info, run, allowed)  # type: ignore[return-value]
+
+    @strawberry.mutation(description="Cancel the ticket's pending reminder, if any.")
+    async def cancel_reminder(
+        self, info: strawberry.Info, ticket_id: ID
+    ) -> CancelReminderResult | None:
+        async def run(ctx: Context, user_id: int) -> ReminderCancelled:
+            row = await reminders.cancel_reminder(ctx.rt, user_id, _ticket_id(ticket_id))
+            return ReminderCancelled(task=Task.from_model(row, ctx.now(), user_id) if row else None)
+
+        return await attempt(info, run, (e.NotFound, e.NotAllowed))  # type: ignore[return-value]
+
+    @strawberry.mutation(
+        description="A waiting task is cancelled at once; a running one stops at its next step."
+    )
+    async def cancel_task(self, info: strawberry.Info, id: ID) -> CancelTaskResult | None:
+        async def run(ctx: Context, user_id: int) -> Task:
+            row = await tasks.cancel_task(ctx.rt, user_id, _task_id(id))
+            return Task.from_model(row, ctx.now(), user_id)
+
+        return await attempt(info, run, (e.NotFound,))  # type: ignore[return-value]
+
+    @strawberry.mutation(description="Run a failed task again, with its full attempts.")
+    async def retry_task(self, info: strawberry.Info, id: ID) -> RetryTaskResult | None:
+        async def run(ctx: Context, user_id: int) -> Task:
+            row = await tasks.retry_task(ctx.rt, user_id, _task_id(id))
+            return Task.from_model(row, ctx.now(), user_id)
+
+        allowed = (e.TaskConflict, e.ValidationProblem, e.NotFound)
+        return await attempt(info, run, allowed)  # type: ignore[return-value]

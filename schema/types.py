@@ -1,0 +1,186 @@
+"""GraphQL object types shared across the schema: enums, people, teams, tickets, pages.
+
+Objects are built from desk rows by `from_model`; related objects (a ticket's team, creator and
+assignee) come through the request's DataLoaders, so a list costs one query per relation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Generic, TypeVar
+
+import strawberry
+from strawberry import ID, Private
+
+from desk import lookups, reminders, tickets
+from desk.errors import DeskError
+from desk.models import Priority, Role, TaskKind, TaskStatus, TicketStatus
+from desk.models import Ticket as TicketRow
+from schema.context import ctx_of
+
+if TYPE_CHECKING:
+    from schema.tasks import Task
+
+T = TypeVar("T")
+
+strawberry.enum(Role, description="A member's role in a team.")
+strawberry.enum(TicketStatus)
+strawberry.enum(Priority)
+strawberry.enum(TaskKind)
+strawberry.enum(TaskStatus, description="The ledger state; see `Task.statusLabel` for people.")
+
+
+@strawberry.type
+class User:
+    id: ID
+    display_name: str
+
+    @classmethod
+    def from_model(cls, u: lookups.UserName) -> User:
+        return cls(id=ID(str(u.id)), display_name=u.display_name)
+
+
+@strawberry.type
+class TeamMember:
+    user: User
+    role: Role
+
+
+@strawberry.type
+class Team:
+    id: ID
+    name: str
+    my_role: Role = strawberry.field(description="The caller's role in this team.")
+
+    @classmethod
+    def from_view(cls, t: lookups.TeamView) -> Team:
+        return cls(id=ID(str(t.id)), name=t.name, my_role=t.role)
+
+    @strawberry.field(description="Everyone in the team, for assignee pickers.")
+    async def members(self, info: strawberry.Info) -> list[TeamMember]:
+        ctx = ctx_of(info)
+        try:
+            rows = await tickets.team_members(ctx.rt, ctx.user_id, int(self.id))
+        except DeskError:
+            return []
+        return [
+            TeamMember(user=User(id=ID(str(uid)), display_name=name), role=Role(role))
+            for uid, name, _email, role in rows
+        ]
+
+
+@strawberry.type
+class Membership:
+    team: Team
+    role: Role
+
+
+@strawberry.type
+class Me:
+    id: ID
+    email: str
+    display_name: str
+    memberships: list[Membership]
+
+
+async def _user(info: strawberry.Info, user_id: int | None) -> User | None:
+    if user_id is None:
+        return None
+    found = await ctx_of(info).loaders.users.load(user_id)
+    return User.from_model(found) if found else None
+
+
+@strawberry.type
+class Ticket:
+    id: ID
+    title: str
+    body: str
+    status: TicketStatus
+    priority: Priority
+    created_at: datetime
+    updated_at: datetime
+    team_id: Private[int]
+    creator_id: Private[int]
+    assignee_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, t: TicketRow) -> Ticket:
+        return cls(
+            id=ID(str(t.id)),
+            title=t.title,
+            body=t.body,
+            status=TicketStatus(t.status),
+            priority=Priority(t.priority),
+            created_at=t.created_at,
+            updated_at=t.updated_at,
+            team_id=t.team_id,
+            creator_id=t.creator_id,
+            assignee_id=t.assignee_id,
+        )
+
+    @strawberry.field
+    async def team(self, info: strawberry.Info) -> Team | None:
+        view = await ctx_of(info).loaders.teams.load(self.team_id)
+        return Team.from_view(view) if view else None
+
+    @strawberry.field
+    async def creator(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.creator_id)
+
+    @strawberry.field
+    async def assignee(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.assignee_id)
+
+    @strawberry.field(description="The active reminder (staff and admins; null for customers).")
+    async def pending_reminder(
+        self, info: strawberry.Info
+    ) -> Annotated[Task, strawberry.lazy("schema.tasks")] | None:
+        from schema.tasks import Task
+
+        ctx = ctx_of(info)
+        try:
+            row = await reminders.pending_reminder(ctx.rt, ctx.user_id, int(self.id))
+        except DeskError:
+            return None
+        return Task.from_model(row, ctx.now(), ctx.user_id) if row else None
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type
+class Edge(Generic[T]):
+    cursor: str
+    node: T
+
+
+@strawberry.type
+class TicketConnection:
+    edges: list[Edge[Ticket]]
+    page_info: PageInfo
+    total_count: int
+
+    @strawberry.field
+    def nodes(self) -> list[Ticket]:
+        return [e.node for e in self.edges]
+
+    @classmethod
+    def from_page(cls, page: tickets.TicketPage) -> TicketConnection:
+        edges = [
+            Edge(cursor=tickets.encode_cursor(t.created_at, t.id or 0), node=Ticket.from_model(t))
+            for t in page.items
+        ]
+        return cls(
+            edges=edges,
+            page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
+            total_count=page.total,
+        )
+
+    @classmethod
+    def empty(cls) -> TicketConnection:
+        return cls(
+            edges=[], page_info=PageInfo(has_next_page=False, end_cursor=None), total_count=0
+        )

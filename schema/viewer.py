@@ -1,0 +1,72 @@
+"""Who am I, my teams, and the system's health."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+from strawberry import ID
+
+from desk import health, lookups, users
+from desk.errors import Unauthenticated
+from schema.context import ctx_of, fail
+from schema.types import Me, Membership, Team
+
+
+@strawberry.type(description="Green means recent activity, not that a given CSV is right.")
+class Health:
+    ok: bool
+    redis_ok: bool
+    workers: int = strawberry.field(description="Live worker processes.")
+    last_sweep: datetime | None = strawberry.field(description="The dispatcher's last pass.")
+    queue_depth: int | None
+    oldest_overdue_seconds: float | None = strawberry.field(
+        description="Age of the oldest WAITING task that is past due."
+    )
+
+
+@strawberry.type
+class ViewerQuery:
+    @strawberry.field(description="You: your account and the teams you belong to, with roles.")
+    async def me(self, info: strawberry.Info) -> Me:
+        ctx = ctx_of(info)
+        user = await users.get_user(ctx.rt, ctx.user_id)
+        if user is None:  # the account was deleted while its session or token lived on
+            fail(Unauthenticated())
+        teams = await users.teams_of(ctx.rt, ctx.user_id)
+        return Me(
+            id=ID(str(user.id)),
+            email=user.email,
+            display_name=user.display_name,
+            memberships=[
+                Membership(
+                    team=Team.from_view(lookups.TeamView(t.team_id, t.team_name, t.role)),
+                    role=t.role,
+                )
+                for t in teams
+            ],
+        )
+
+    @strawberry.field(description="A team you belong to; null otherwise.")
+    async def team(self, info: strawberry.Info, id: ID) -> Team | None:
+        ctx = ctx_of(info)
+        team_id = lookups.parse_id(id)
+        if team_id is None:
+            _ = ctx.user_id  # anonymous callers still get UNAUTHENTICATED
+            return None
+        view = await ctx.loaders.teams.load(team_id)
+        return Team.from_view(view) if view else None
+
+    @strawberry.field(description="Redis, workers, the dispatcher and the queue.")
+    async def health(self, info: strawberry.Info) -> Health:
+        ctx = ctx_of(info)
+        _ = ctx.user_id  # signed-in callers only; /health is the public probe
+        report = await health.check(ctx.rt)
+        return Health(
+            ok=report.ok,
+            redis_ok=report.redis_ok,
+            workers=len(report.workers),
+            last_sweep=report.last_sweep,
+            queue_depth=report.queue_depth,
+            oldest_overdue_seconds=report.oldest_overdue_seconds,
+        )
