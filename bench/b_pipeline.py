@@ -1,0 +1,162 @@
+"""pipeline and start-latency: NOOP tasks through the whole engine vs raw arq no-op jobs.
+
+Both sides get their load from a separate process (bench/submit.py) and run on the same Redis
+with the same worker concurrency and poll delay (the worker settings' values). Ours: a real
+`taskdesk worker`; times come from the ledger (`created_at`, `started_at`, `finished_at`).
+Baseline: bench/rawarq.py, which records job start and end times itself.
+
+pipeline: N tasks submitted as fast as 8 concurrent submitters can → the last one finished;
+tasks per second. start-latency: 50 submissions/s; ours is `started_at - created_at` (from
+before the accept's commit, so it includes the accept itself), the baseline enqueue → start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from redis.asyncio import Redis
+
+from bench import env, procs
+from bench.harness import Ctx, alternate, runtime, wait_tasks, workers
+from bench.stats import Row, Target, percentile
+from desk.runtime import Runtime
+
+RATE = 50.0
+SUBMITTERS = 8
+BATCH = "kind = 'NOOP' AND id BETWEEN :a AND :b"
+
+
+async def _submit(rt: Runtime, args: list[str], within: float) -> dict[str, Any]:
+    wenv = env.worker_env(rt.settings)
+    return await asyncio.to_thread(procs.run_json, "bench.submit", args, wenv, within)
+
+
+async def _ours(ctx: Ctx, rt: Runtime, load: list[str], within: float) -> tuple[dict, Any]:
+    """Submit NOOP tasks, wait until all completed; (submitter result, ledger rows)."""
+    p = ctx.people
+    assert p is not None
+    args = ["noop", "--user", str(p.chen), "--team", str(p.big_team), *load]
+    out = await _submit(rt, args, within)
+    span = {"a": out["min_id"], "b": out["max_id"]}
+    await wait_tasks(rt, f"{BATCH} AND status = 'COMPLETED'", span, out["count"], within)
+    async with rt.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.text(
+                    f"SELECT created_at, started_at, finished_at FROM background_task WHERE {BATCH}"
+                ),
+                span,
+            )
+        ).all()
+    return out, rows
+
+
+async def _baseline(ctx: Ctx, rt: Runtime, tag: str, expect: int, load: list[str]) -> tuple:
+    """Start a raw arq worker, load it, collect its record; (submitter result, worker record)."""
+    s = rt.settings
+    queue = f"{s.queue_prefix}:raw:{tag}"
+    worker = procs.spawn_json(
+        "bench.rawarq",
+        [
+            "--redis",
+            s.redis_url,
+            "--queue",
+            queue,
+            "--expect",
+            str(expect),
+            "--max-jobs",
+            str(s.worker_max_jobs),
+            "--poll-delay",
+            str(s.worker_poll_delay),
+        ],
+        env.worker_env(s),
+        ctx.log(f"rawarq-{tag}.log"),
+    )
+    try:
+        await _ready(rt.redis, f"{queue}:ready", 60)
+        out = await _submit(rt, ["arq", "--queue", queue, *load], 600)
+        record = await asyncio.to_thread(procs.collect_json, worker, 600)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    return out, record
+
+
+async def _ready(redis: Redis, key: str, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not await redis.exists(key):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{key} not set within {within:.0f} s")
+        await asyncio.sleep(0.02)
+
+
+async def pipeline(ctx: Ctx) -> list[Row]:
+    n = ctx.sizes.pipeline
+    load = ["--count", str(n), "--concurrency", str(SUBMITTERS)]
+    async with runtime(ctx.settings("pipeline")) as rt, workers(ctx, rt, "pipeline"):
+
+        async def ours(_: int) -> float:
+            out, rows = await _ours(ctx, rt, load, 600)
+            return n / (max(r.finished_at for r in rows).timestamp() - out["t0"])
+
+        async def base(i: int) -> float:
+            out, record = await _baseline(ctx, rt, f"pipe{i}", n, load)
+            return n / (record["last_done"] - out["t0"])
+
+        a, b = await alternate(ctx.sizes.long_runs, ours, base)
+        s = rt.settings
+    return [
+        Row(
+            "pipeline",
+            "tasks/s",
+            a,
+            b,
+            Target("ratio>=", 0.6),
+            note=f"{n:,} tasks from {SUBMITTERS} submitters; worker max_jobs {s.worker_max_jobs}, "
+            f"poll_delay {s.worker_poll_delay} s (both sides)",
+        )
+    ]
+
+
+def _latency_rows(
+    a50: list[float], a99: list[float], b50: list[float], b99: list[float]
+) -> list[Row]:
+    return [
+        Row("start-latency p50", "ms", a50, b50, Target("value<=", 15)),
+        Row("start-latency p99", "ms", a99, b99, Target("value<=", 60)),
+    ]
+
+
+async def start_latency(ctx: Ctx) -> list[Row]:
+    seconds = ctx.sizes.rate_seconds
+    load = ["--rate", str(RATE), "--seconds", str(seconds)]
+    a50: list[float] = []
+    a99: list[float] = []
+    b50: list[float] = []
+    b99: list[float] = []
+    async with runtime(ctx.settings("latency")) as rt, workers(ctx, rt, "latency"):
+
+        async def ours(_: int) -> float:
+            _, rows = await _ours(ctx, rt, load, 120 + seconds)
+            ms = [(r.started_at - r.created_at).total_seconds() * 1000 for r in rows]
+            a50.append(percentile(ms, 50))
+            a99.append(percentile(ms, 99))
+            return a50[-1]
+
+        async def base(i: int) -> float:
+            _, record = await _baseline(ctx, rt, f"lat{i}", int(RATE * seconds), load)
+            b50.append(percentile(record["latency_ms"], 50))
+            b99.append(percentile(record["latency_ms"], 99))
+            return b50[-1]
+
+        await alternate(ctx.sizes.long_runs, ours, base)
+        s = rt.settings
+    rows = _latency_rows(a50, a99, b50, b99)
+    rows[0].note = (
+        f"{RATE:.0f} tasks/s for {seconds:.0f} s; ours from the accept's start (before commit) "
+        f"to RUNNING; poll_delay {s.worker_poll_delay} s"
+    )
+    return rows

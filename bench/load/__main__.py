@@ -1,0 +1,135 @@
+"""`python -m bench.load`: the load drill of issue 6.
+
+200 people (in two client processes) keep the tasks page open and poll on the real schedule
+while 20 new exports or reminders per second start for 60 s; two `taskdesk worker` processes
+and one web process serve them, on the benchmark's own servers and a scratch database, with the
+product's default quotas. Afterwards every accepted task must have completed exactly once
+(bench/load/verify.py). Prints the report, writes it as JSON to bench/results/load-<time>.json,
+and exits 1 when a request failed or a check did not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import env, procs
+from bench.harness import runtime, wait_worker_ready
+from bench.load import setup, verify
+from bench.load.report import render
+from bench.stats import machine
+from bench.web import OURS, serve
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
+    p.add_argument("--people", type=int, default=200)
+    p.add_argument("--rate", type=float, default=20.0, help="new tasks per second, in all")
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--clients", type=int, default=2, help="load-generating processes")
+    p.add_argument("--tickets", type=int, default=5000, help="tickets of the Load team")
+    return p.parse_args(argv)
+
+
+def _cpu(pids: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(procs.tree_cpu_seconds(p) for p in ps) for name, ps in pids.items()}
+
+
+def _start_clients(
+    args: argparse.Namespace,
+    base: str,
+    people: list[setup.Person],
+    wenv: dict[str, str],
+    logs: Path,
+) -> list[Any]:
+    share = -(-len(people) // args.clients)
+    clients = []
+    for i in range(args.clients):
+        path = logs / f"load-people{i}.json"
+        path.write_text(json.dumps(setup.people_json(people[i * share : (i + 1) * share])))
+        argv = ["--base", base, "--people", str(path), "--seconds", str(args.seconds)]
+        argv += ["--rate", str(args.rate / args.clients)]
+        clients.append(
+            procs.spawn_json("bench.load.client", argv, wenv, logs / f"load-client{i}.log")
+        )
+    return clients
+
+
+async def drill(
+    args: argparse.Namespace, servers: env.Servers, db_url: str, logs: Path
+) -> dict[str, Any]:
+    # The product's default quotas and rate limits apply here (unlike the micro-benchmarks).
+    settings = env.settings_for(db_url, servers.redis_url, env.new_prefix("load"))
+    wenv = env.worker_env(settings) | {
+        "EXPORT_MAX_PER_HOUR": "20",
+        "EXPORT_MAX_ACTIVE_PER_USER": "3",
+        "MUTATION_RATE_PER_MINUTE": "120",
+    }
+    async with runtime(settings) as rt:
+        team, people = await setup.prepare(rt, args.people, args.tickets, logs / "seed.log")
+        with ExitStack() as stack:
+            workers = [
+                stack.enter_context(procs.worker(wenv, logs / f"load-worker{i}.log"))
+                for i in range(args.workers)
+            ]
+            await wait_worker_ready(rt.redis, settings.queue_prefix, args.workers)
+            web = stack.enter_context(serve(OURS, wenv, logs / "load-web.log"))
+            clients = _start_clients(args, web.url, people, wenv, logs)
+            pids = {
+                "web": [web.pid],
+                "workers": [w.pid for w in workers],
+                "clients": [c.pid for c in clients],
+                "postgresql": [p for p in [servers.postmaster_pid()] if p],
+            }
+            cpu0, t0 = _cpu(pids), time.monotonic()
+            await asyncio.sleep(args.seconds)
+            cpu1, t1 = _cpu(pids), time.monotonic()
+            results = [
+                await asyncio.to_thread(procs.collect_json, c, args.seconds + 180) for c in clients
+            ]
+            accepted = [i for r in results for i in r["accepted"]]
+            unfinished = await verify.wait_finished(rt, accepted, 180)
+        checked = await verify.verify(rt, team, accepted)
+    cpu = {k: 100 * (cpu1[k] - cpu0[k]) / (t1 - t0) for k in cpu0 if pids[k]}
+    return {"clients": results, "verify": checked, "unfinished": unfinished, "cpu_pct": cpu}
+
+
+async def _main(args: argparse.Namespace) -> int:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    logs = env.ROOT / "bench" / "results" / "logs" / f"load-{stamp}"
+    logs.mkdir(parents=True, exist_ok=True)
+    servers = await asyncio.to_thread(env.open_servers)
+    try:
+        name, url = await asyncio.to_thread(env.empty_db, servers, logs / "seed.log")
+        try:
+            outcome = await drill(args, servers, url, logs)
+        finally:
+            await asyncio.to_thread(env.drop_db, servers, name)
+    finally:
+        await asyncio.to_thread(servers.close)
+    text, ok = render(args, outcome)
+    print(text)
+    path = env.ROOT / "bench" / "results" / f"load-{stamp}.json"
+    summary = {k: v for k, v in outcome.items() if k != "clients"}
+    summary["report"] = text
+    path.write_text(
+        json.dumps({"when": stamp, "machine": machine(), "args": vars(args), **summary}, indent=2)
+    )
+    print(f"\nJSON: {path.relative_to(env.ROOT)}; logs: {logs.relative_to(env.ROOT)}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return asyncio.run(_main(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

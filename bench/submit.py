@@ -1,0 +1,122 @@
+"""Load generator (its own process): accept NOOP tasks through taskdesk, or enqueue raw arq jobs.
+
+    python -m bench.submit noop --user U --team T (--count N --concurrency C | --rate R --seconds S)
+    python -m bench.submit arq --queue Q (--count N --concurrency C | --rate R --seconds S)
+
+`noop` calls `desk.tasks.submit_noop` (accept in one transaction, then enqueue) with the
+settings of the environment; `arq` calls `enqueue_job("noop", {"t": time})` on the same Redis.
+Bursts run N submissions over C concurrent coroutines; paced runs start one every 1/R s
+whatever the previous one is doing (open loop). Prints one JSON line: wall times and counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from arq.connections import RedisSettings, create_pool
+
+from desk import tasks
+from desk.queue import dumps, loads
+from desk.runtime import Runtime
+from desk.settings import load_settings
+
+Submit = Callable[[int], Awaitable[Any]]
+
+
+async def burst(submit: Submit, count: int, concurrency: int) -> None:
+    next_i = 0
+
+    async def lane() -> None:
+        nonlocal next_i
+        while next_i < count:
+            i = next_i
+            next_i += 1
+            await submit(i)
+
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
+
+
+async def paced(submit: Submit, rate: float, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    pending = []
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        pending.append(asyncio.create_task(submit(i)))
+    await asyncio.gather(*pending)
+
+
+async def drive(args: argparse.Namespace, submit: Submit) -> dict[str, Any]:
+    t0 = time.time()
+    if args.rate:
+        await paced(submit, args.rate, args.seconds)
+    else:
+        await burst(submit, args.count, args.concurrency)
+    return {"t0": t0, "t1": time.time()}
+
+
+async def run_noop(args: argparse.Namespace) -> dict[str, Any]:
+    rt = await Runtime.open(load_settings(), pool_size=max(args.concurrency, 10))
+    ids: list[int] = []
+
+    async def submit(_: int) -> None:
+        task = await tasks.submit_noop(rt, args.user, args.team)
+        ids.append(task.id or 0)
+
+    try:
+        out = await drive(args, submit)
+    finally:
+        await rt.close()
+    return out | {"count": len(ids), "min_id": min(ids), "max_id": max(ids)}
+
+
+async def run_arq(args: argparse.Namespace) -> dict[str, Any]:
+    redis = await create_pool(
+        RedisSettings.from_dsn(load_settings().redis_url),
+        job_serializer=dumps,
+        job_deserializer=loads,
+        default_queue_name=args.queue,
+    )
+    tag = uuid.uuid4().hex[:6]
+    sent = 0
+
+    async def submit(i: int) -> None:
+        nonlocal sent
+        job = await redis.enqueue_job(
+            "noop", {"t": time.time()}, _job_id=f"{args.queue}:{tag}:{i}", _queue_name=args.queue
+        )
+        sent += job is not None
+
+    try:
+        out = await drive(args, submit)
+    finally:
+        await redis.aclose()
+    return out | {"count": sent}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["noop", "arq"])
+    p.add_argument("--user", type=int, default=0)
+    p.add_argument("--team", type=int, default=0)
+    p.add_argument("--queue", default="")
+    p.add_argument("--count", type=int, default=0)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--rate", type=float, default=0.0)
+    p.add_argument("--seconds", type=float, default=0.0)
+    args = p.parse_args()
+    result = asyncio.run(run_noop(args) if args.mode == "noop" else run_arq(args))
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
