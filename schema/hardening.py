@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from graphql.validation import NoSchemaIntrospectionCustomRule
+from graphql.validation import ASTValidationRule, NoSchemaIntrospectionCustomRule
 from strawberry.extensions import (
     ParserCache,
     SchemaExtension,
@@ -33,11 +33,11 @@ MAX_ALIASES = 30
 MAX_TOKENS = 2000
 CACHE_SIZE = 256  # distinct query texts kept parsed and validated
 
-LIMIT_RULES = (
+LIMIT_RULES: tuple[type[ASTValidationRule], ...] = (
     query_depth_limiter.create_validator(MAX_DEPTH, None, None),
     max_aliases.create_validator(MAX_ALIASES),
 )
-PROD_RULES = (*LIMIT_RULES, NoSchemaIntrospectionCustomRule)
+PROD_RULES: tuple[type[ASTValidationRule], ...] = (*LIMIT_RULES, NoSchemaIntrospectionCustomRule)
 
 
 class Hardening(SchemaExtension):

@@ -9,7 +9,8 @@ from strawberry import ID
 
 from desk import health, lookups, users
 from desk.errors import Unauthenticated
-from schema.context import ctx_of, fail
+from schema.context import ctx_of
+from schema.errors import fail
 from schema.types import Me, Membership, Team
 
 
