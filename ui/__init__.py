@@ -18,6 +18,7 @@ def mount(app: FastAPI) -> None:
         admin_routes,
         auth_routes,
         chrome_routes,
+        import_routes,
         reminders_box,
         tasks_routes,
         tickets_routes,
@@ -30,6 +31,7 @@ def mount(app: FastAPI) -> None:
         tasks_routes,
         chrome_routes,
         admin_routes,
+        import_routes,
     ):
         app.include_router(module.router, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -23,6 +23,8 @@ class TaskListView:
     end_cursor: str | None = None
     has_next: bool = False
     watch: bool = True  # page two onwards does not look for new tasks
+    kind: str | None = None  # a list of one kind (the import page's imports)
+    watch_url: str = "/tasks"  # where the "anything newer?" check asks
 
 
 async def ticket_titles(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> dict[int, str]:
@@ -57,17 +59,33 @@ async def row(rt: Runtime, user_id: int, task_id: int, since: float | None) -> T
 
 
 async def task_list(
-    rt: Runtime, user_id: int, team_id: int, *, limit: int, after: str | None = None
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    *,
+    limit: int,
+    after: str | None = None,
+    kind: TaskKind | None = None,
+    watch_url: str = "/tasks",
 ) -> TaskListView:
-    page = await tasks.list_tasks(rt, user_id, team_id, first=limit, after=after)
+    page = await tasks.list_tasks(rt, user_id, team_id, first=limit, after=after, kind=kind)
     rows = await views(rt, user_id, page.items)
     newest = max((r.id for r in rows), default=0)
     return TaskListView(
-        rows, newest, limit, page.end_cursor, page.has_next and limit == PAGE_SIZE, after is None
+        rows,
+        newest,
+        limit,
+        page.end_cursor,
+        page.has_next and limit == PAGE_SIZE,
+        after is None,
+        kind,
+        watch_url,
     )
 
 
-async def anything_newer(rt: Runtime, user_id: int, team_id: int, newest: int) -> bool:
+async def anything_newer(
+    rt: Runtime, user_id: int, team_id: int, newest: int, *, kind: TaskKind | None = None
+) -> bool:
     """One indexed read: is there a visible task with an id above the newest one shown?"""
-    page = await tasks.list_tasks(rt, user_id, team_id, first=1, newer_than=newest)
+    page = await tasks.list_tasks(rt, user_id, team_id, first=1, newer_than=newest, kind=kind)
     return bool(page.items)

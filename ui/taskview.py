@@ -1,5 +1,8 @@
 """How a task row reads: kind, what it covers, status label, progress, ETA, actions, polling.
 
+An import's row also carries its file name, mode and counts, and offers the rejected-rows report
+once it has ended with any.
+
 Everything here is presentation over a `BackgroundTask` the desk returned (so already visible to
 the viewer); the status words come from `desk.tasks.status_label`.
 """
@@ -34,6 +37,26 @@ TONE = {
 }
 
 
+@dataclass(frozen=True)
+class ImportCounts:
+    created: int
+    updated: int
+    unchanged: int
+    rejected: int
+
+    @classmethod
+    def of(cls, stats: dict[str, object]) -> ImportCounts | None:
+        """None until the worker has committed a first batch (no stats yet)."""
+        if not stats:
+            return None
+        keys = ("created", "updated", "unchanged", "rejected")
+        return cls(*(_count(stats.get(k)) for k in keys))
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else int(str(value or 0))
+
+
 @dataclass
 class TaskView:
     task: BackgroundTask
@@ -49,6 +72,9 @@ class TaskView:
     can_download: bool
     can_cancel: bool
     can_retry: bool
+    mode: str | None = None  # an import's mode: "create" or "upsert"
+    counts: ImportCounts | None = None  # an import's created/updated/unchanged/rejected so far
+    can_report: bool = False  # a finished import with rejected rows: offer the report
 
     @property
     def id(self) -> int:
@@ -99,8 +125,11 @@ def build(
         link = f"/tickets/{task.ticket_id}"
     elif task.kind == TaskKind.EXPORT:
         covers, link = describe_export(task.filters), None
+    elif task.kind == TaskKind.IMPORT:
+        covers, link = str(task.filters.get("filename") or ""), None
     else:
         covers, link = "", None
+    counts = ImportCounts.of(task.stats) if task.kind == TaskKind.IMPORT else None
     pct = None
     if task.status == TaskStatus.RUNNING:
         pct = round(100 * task.progress)
@@ -124,4 +153,8 @@ def build(
         # desk lets anyone who sees a task cancel or retry it (owner, or staff for reminders).
         can_cancel=active and not task.cancel_requested,
         can_retry=task.status == TaskStatus.FAILED,
+        mode=str(task.filters.get("mode") or "") if task.kind == TaskKind.IMPORT else None,
+        counts=counts,
+        # desk lets whoever sees an import read its report (`desk.imports.open_report`).
+        can_report=not active and counts is not None and counts.rejected > 0,
     )

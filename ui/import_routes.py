@@ -1,0 +1,209 @@
+"""The admin "Import tickets" page: the upload form and the team's imports, following themselves.
+
+Submitting stores the upload and starts the import in one request (`desk.imports.store_upload`,
+then `start_import`) and answers at once with a message plus the refreshed import list, so the
+Queued row appears without a reload. A second submit while an import of the team is still
+queued or running attaches to that one (409), as the Export button does. Bad files get their
+reason as a 4xx message in the form (too big 413, unreadable 400, empty / not a CSV 422).
+
+Only the team's admins see any of it; anyone else gets exactly what an unknown address answers.
+The rules stay in `desk`: this module only reads the upload with a bound on its size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+
+from api.auth import RuntimeDep
+from desk import exports, imports, members, tasks
+from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.models import TaskKind, TaskStatus
+from desk.runtime import Runtime
+from ui import task_lists
+from ui.render import is_htmx, render
+from ui.route import UiRoute, redirect
+from ui.viewer import FragmentViewer, Viewer, load_teams
+
+router = APIRouter(route_class=UiRoute)
+
+LIST_SIZE = task_lists.PANEL_SIZE
+SLACK = 64 * 1024  # multipart framing and the small fields around the file
+Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
+TeamId = Annotated[int | None, Query(ge=1)]
+
+
+class BadUpload(Exception):
+    """The request's file cannot be handed to the desk: `outcome` names why (see the template)."""
+
+    def __init__(self, outcome: str, status: int) -> None:
+        self.outcome, self.status = outcome, status
+        super().__init__(outcome)
+
+
+async def _as_missing(request: Request) -> Response:
+    """Exactly what an unknown address answers (`ui.not_found`), header and all."""
+    from ui import not_found
+
+    request.state.viewer = None
+    return await not_found(request, HTTPException(404))
+
+
+async def _is_admin(rt: Runtime, v: Viewer, team_id: int) -> bool:
+    try:
+        await members.require_team_admin(rt, v.user_id, team_id)
+    except (NotAllowed, NotFound):
+        return False
+    return True
+
+
+async def _listing(rt: Runtime, v: Viewer, team_id: int) -> task_lists.TaskListView:
+    return await task_lists.task_list(
+        rt, v.user_id, team_id, limit=LIST_SIZE, kind=TaskKind.IMPORT, watch_url="/imports"
+    )
+
+
+def _size_text(n: int) -> str:
+    """50 MB, 512 KB: the limit as people read it (binary units, as the default is set)."""
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.3g} MB"
+    return f"{max(1, round(n / 1024))} KB"
+
+
+async def _page(
+    request: Request, rt: Runtime, v: Viewer, team_id: int, *, status: int = 200, **extra: Any
+) -> Response:
+    """The whole page (with the form's message, when a plain form post went wrong)."""
+    listing = await _listing(rt, v, team_id)
+    full = v if v.teams else await load_teams(rt, v)
+    context = {
+        "v": full,
+        "listing": listing,
+        "team_id": team_id,
+        "team_name": next((t.team_name for t in full.teams if t.team_id == team_id), ""),
+        "limit": _size_text(rt.settings.import_max_bytes),
+        "columns": ", ".join(exports.COLUMNS),  # what an export writes is what an import reads
+        **extra,
+    }
+    return render(request, "imports.html", context, status=status)
+
+
+@router.get("/imports")
+async def imports_page(
+    request: Request,
+    rt: RuntimeDep,
+    v: FragmentViewer,
+    limit: Limit = LIST_SIZE,
+    newer_than: Annotated[int | None, Query(ge=0)] = None,
+) -> Response:
+    """The page; for htmx the import list — or 204 when `newer_than` finds nothing new."""
+    if not is_htmx(request):
+        v = await load_teams(rt, v)  # the header's team list; a stale team cookie is replaced
+    team_id = v.team_id
+    if team_id is None or not await _is_admin(rt, v, team_id):
+        return await _as_missing(request)
+    if not is_htmx(request):
+        return await _page(request, rt, v, team_id)
+    if newer_than is not None and not await task_lists.anything_newer(
+        rt, v.user_id, team_id, newer_than, kind=TaskKind.IMPORT
+    ):
+        return Response(status_code=204, headers={"Vary": "HX-Request"})
+    listing = await task_lists.task_list(
+        rt, v.user_id, team_id, limit=limit, kind=TaskKind.IMPORT, watch_url="/imports"
+    )
+    return render(request, "imports.html", {"v": v, "listing": listing}, block="import_list")
+
+
+async def _drain(request: Request) -> None:
+    """Read and drop a body we will not use, so the browser gets our answer, not a reset."""
+    with contextlib.suppress(RuntimeError, ClientDisconnect):  # already read / client gone
+        async for _chunk in request.stream():
+            pass
+
+
+async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
+    """(file name, contents, mode) of the form, reading at most `limit` + 1 bytes of the file."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit + SLACK:
+        await _drain(request)
+        raise BadUpload("too_big", 413)
+    try:
+        form = await request.form(max_files=1, max_fields=8)
+    except (HTTPException, ClientDisconnect):  # a malformed body (Starlette's 400), or cut off
+        raise BadUpload("unreadable", 400) from None
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile) or not (upload.filename or upload.size):
+            raise BadUpload("no_file", 422)
+        data = await upload.read(limit + 1)
+        if len(data) > limit:
+            raise BadUpload("too_big", 413)
+        return upload.filename or "upload.csv", data, str(form.get("mode") or "")
+    finally:
+        await form.close()
+
+
+async def _active_import(rt: Runtime, user_id: int, team_id: int) -> int | None:
+    """The team's queued or running import, if any: follow it instead of storing another file.
+    (Only a shortcut: `start_import`'s conflict is what guarantees one per team.)"""
+    for status in (TaskStatus.RUNNING, TaskStatus.WAITING):
+        page = await tasks.list_tasks(
+            rt, user_id, team_id, kind=TaskKind.IMPORT, status=status, first=1
+        )
+        if page.items:
+            return page.items[0].id
+    return None
+
+
+async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tuple[str, int]:
+    """("queued" | "attached", task id); raises BadUpload or the desk's ValidationProblem."""
+    filename, data, mode = await _read_upload(request, rt.settings.import_max_bytes)
+    imports.sniff(data, rt.settings.import_max_bytes)  # a bad file says so, running import or not
+    existing = await _active_import(rt, v.user_id, team_id)
+    if existing is not None:
+        return "attached", existing
+    try:
+        upload = await imports.store_upload(rt, v.user_id, team_id, filename, data)
+        task = await imports.start_import(rt, v.user_id, team_id, upload.id or 0, mode)
+    except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
+        return "attached", conflict.existing.id
+    return "queued", task.id or 0
+
+
+@router.post("/imports")
+async def start_import(
+    request: Request, rt: RuntimeDep, v: FragmentViewer, team_id: TeamId = None
+) -> Response:
+    """Store the file and queue its import; the answer is a message and the refreshed list.
+
+    The team is the one the form was shown for (`?team_id=`), not whichever team another tab
+    switched to since: an import writes many tickets, so it goes where the admin saw it going.
+    """
+    team = team_id or v.team_id
+    if team is None or not await _is_admin(rt, v, team):
+        return await _as_missing(request)
+    status, extra = 202, {}
+    try:
+        outcome, task_id = await _start(rt, v, team, request)
+        status = 202 if outcome == "queued" else 409
+        extra = {"outcome": outcome, "task_id": task_id}
+    except BadUpload as bad:
+        status, extra = bad.status, {"outcome": bad.outcome}
+    except ValidationProblem as problem:
+        status, extra = problem.http_status, {"outcome": "problem", "problem": problem}
+    if not is_htmx(request):
+        if status in (202, 409):
+            return redirect(request, "/imports")
+        return await _page(request, rt, v, team, status=status, **extra)
+    context = {
+        "v": v,
+        "refreshed": await _listing(rt, v, team) if status in (202, 409) else None,
+        "limit": _size_text(rt.settings.import_max_bytes),
+        **extra,
+    }
+    return render(request, "imports.html", context, block="import_result", status=status)
