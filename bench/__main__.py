@@ -93,7 +93,9 @@ async def _main(args: argparse.Namespace) -> int:
         env.EXTRA_OVERRIDES[name.strip().lower()] = value.strip()
     sizes = QUICK if args.quick else FULL
     if args.runs > 0:
-        sizes = dataclasses.replace(sizes, runs=args.runs, long_runs=args.runs)
+        sizes = dataclasses.replace(
+            sizes, runs=args.runs, long_runs=args.runs, pipeline_runs=args.runs
+        )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     logs = env.ROOT / "bench" / "results" / "logs" / stamp
     logs.mkdir(parents=True, exist_ok=True)

@@ -106,7 +106,7 @@ async def pipeline(ctx: Ctx) -> list[Row]:
             out, record = await _baseline(ctx, rt, f"pipe{i}", n, load)
             return n / (record["last_done"] - out["t0"])
 
-        a, b = await alternate(ctx.sizes.long_runs, ours, base)
+        a, b = await alternate(ctx.sizes.pipeline_runs, ours, base)
         s = rt.settings
     return [
         Row(

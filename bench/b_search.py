@@ -24,7 +24,7 @@ from desk.filters import filter_sql, parse_filter
 from desk.tickets import TICKET_COLUMNS
 
 WORDS = ("invoice", "dark mode", "Wonka", "spam", "退款", "Singapore", "locked", "order #42")
-REPEAT = {True: 2, False: 5}
+REPEAT = {True: 2, False: 3}
 QUERY = (
     "query Search($team: ID!, $q: String) { tickets(teamId: $team, filter: {q: $q}, first: 50) "
     "{ totalCount edges { node { id title status priority createdAt } } } }"

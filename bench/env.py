@@ -158,12 +158,36 @@ def build_data(servers: Servers, name: str, sizes: dict[str, int], log: Path) ->
     return url
 
 
+def drop_leftovers(servers: Servers, keep: str) -> None:
+    """Private servers only: drop run databases nobody is connected to (left by a killed run)
+    and data templates of other code versions (any template but `keep` and the other mode's)."""
+    if not servers.private:
+        return
+    with servers.admin() as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT d.datname FROM pg_database d WHERE d.datname LIKE 'taskdesk_bench_%' "
+                "AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)"
+            )
+        ]
+    current = {keep} | {f"taskdesk_bench_data_{_data_key(s)}" for s in KNOWN_SIZES}
+    for name in names:
+        if name not in current:
+            drop_db(servers, name)
+
+
+# The data sets of `python -m bench` and `--quick` (their templates survive drop_leftovers).
+KNOWN_SIZES: list[dict[str, int]] = []
+
+
 def prepare_data(servers: Servers, sizes: dict[str, int], log: Path) -> tuple[str, str]:
     """A database with the seeded tickets for this run: (name, libpq URL)."""
     run_name = f"taskdesk_bench_run_{uuid.uuid4().hex[:8]}"
     if not servers.private:
         return run_name, build_data(servers, run_name, sizes, log)
     template = f"taskdesk_bench_data_{_data_key(sizes)}"
+    drop_leftovers(servers, template)
     if not _exists(servers, template):
         print(f"bench: generating data (kept as {template} for next time)", file=sys.stderr)
         build_data(servers, template, sizes, log)

@@ -33,10 +33,13 @@ class Sizes:
     http_seconds: float  # each status-read / trigger load window
     runs: int  # alternations of ours and baseline (short benchmarks)
     long_runs: int  # alternations for the long ones
+    pipeline_runs: int  # alternations of the 10,000-task pipeline (the longest)
 
 
-FULL = Sizes(1_000_000, 100_000, 10_000, 20.0, 200, 20.0, 1_000_000, 8.0, 5, 3)
-QUICK = Sizes(100_000, 100_000, 1_000, 4.0, 40, 4.0, 100_000, 2.0, 2, 1)
+FULL = Sizes(1_000_000, 100_000, 10_000, 20.0, 200, 20.0, 1_000_000, 5.0, 5, 3, 2)
+QUICK = Sizes(100_000, 100_000, 1_000, 4.0, 40, 4.0, 100_000, 2.0, 2, 1, 1)
+for _s in (FULL, QUICK):
+    env.KNOWN_SIZES.append({env.BIG_TEAM: _s.big, env.SMALL_TEAM: _s.small})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,6 +55,7 @@ class Tally:
     attached: int = 0
     finished_seen: int = 0
     first_error: str = ""
+    error_kinds: Counter[str] = field(default_factory=Counter)
 
 
 class Sim:
@@ -79,7 +80,7 @@ class Sim:
         try:
             r: httpx.Response = await request
         except httpx.HTTPError as exc:
-            self._error(kind, f"{type(exc).__name__}: {exc}")
+            self._error(kind, f"{type(exc).__name__}: {exc}".rstrip(": "))
             return None
         self.tally.latency[kind].append((time.perf_counter() - began) * 1000)
         if r.status_code >= 400:
@@ -89,6 +90,7 @@ class Sim:
 
     def _error(self, kind: str, what: str) -> None:
         self.tally.errors[kind] += 1
+        self.tally.error_kinds[f"{kind}: {what[:80]}"] += 1
         self.tally.first_error = self.tally.first_error or f"{kind}: {what}"
 
     async def every(self, person: Person, kind: str, seconds: float, url: Any) -> None:
@@ -172,6 +174,7 @@ class Sim:
         took = time.monotonic() - began
         if self.followers:  # let the rows of the last tasks see them finish
             await asyncio.wait(set(self.followers), timeout=self.args.grace)
+        elapsed = time.monotonic() - began
         for t in background + list(self.followers):
             t.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -179,9 +182,11 @@ class Sim:
         t = self.tally
         return {
             "seconds": took,
+            "elapsed": elapsed,
             "latency": t.latency,
             "errors": t.errors,
             "first_error": t.first_error,
+            "error_kinds": dict(t.error_kinds.most_common(10)),
             "accepted": t.accepted,
             "kinds": t.kinds,
             "attached": t.attached,

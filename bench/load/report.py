@@ -29,13 +29,14 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
     clients = outcome["clients"]
     latency = _merge(clients, "latency")
     errors = _merge(clients, "errors")
-    seconds = max(c["seconds"] for c in clients)
+    seconds = max(c["elapsed"] for c in clients)
     requests = sum(len(v) for v in latency.values()) + sum(errors.values())
     v = outcome["verify"]
     lines = [
         f"load drill: {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s, "
         f"{args.workers} workers, 1 web process",
-        f"requests: {requests:,} in {seconds:.0f} s = {requests / seconds:,.0f} req/s; "
+        f"requests: {requests:,} in {seconds:.0f} s (the load window and the last rows' polls) "
+        f"= {requests / seconds:,.0f} req/s; "
         f"errors: {sum(errors.values())}",
     ]
     for key, label in KINDS:
@@ -44,9 +45,9 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
             f"  {label:32} {len(ms):7,} requests  p50 {percentile(ms, 50):7.1f} ms  "
             f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}"
         )
-    first = next((c["first_error"] for c in clients if c["first_error"]), "")
-    if first:
-        lines.append(f"  first error: {first}")
+    kinds = _merge(clients, "error_kinds")
+    for what, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:
+        lines.append(f"  {n:6,} x {what}")
     attached = sum(c["attached"] for c in clients)
     seen = sum(c["finished_seen"] for c in clients)
     lines += [
