@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access, ledger
 from desk.db import retry_transient
-from desk.errors import NotFound, ValidationProblem
+from desk.errors import NotFound, TaskConflict, ValidationProblem
 from desk.models import BackgroundTask, Priority, Role, TaskKind, TicketStatus, Upload
 from desk.runtime import Runtime
 from desk.tasks import accept, kick
@@ -34,7 +34,7 @@ def sniff(data: bytes, limit: int) -> list[str]:
     """Fail fast on a file that is too big or is not a CSV; returns the header's columns."""
     if len(data) > limit:
         raise ValidationProblem(
-            "file", f"the file is {len(data) / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB"
+            "file", f"the file is {len(data) / 2**20:.1f} MB; the limit is {limit / 2**20:.0f} MB"
         )
     if not data.strip():
         raise ValidationProblem("file", "the file is empty")
@@ -158,31 +158,67 @@ async def _admin(conn: AsyncConnection, user_id: int, team_id: int) -> access.Me
     return member
 
 
+async def _insert_upload(
+    conn: AsyncConnection, rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes
+) -> Upload:
+    sniff(data, rt.settings.import_max_bytes)
+    row = (
+        await conn.execute(
+            sa.text(
+                "INSERT INTO upload (team_id, owner_id, filename, size, data, created_at) "
+                "VALUES (:t, :u, :f, :s, :d, :now) RETURNING id, team_id, owner_id, filename, size, created_at"
+            ),
+            {
+                "t": team_id,
+                "u": user_id,
+                "f": (filename or "upload.csv")[:300],
+                "s": len(data),
+                "d": data,
+                "now": rt.clock(),
+            },
+        )
+    ).one()
+    return Upload(**row._mapping, data=b"")
+
+
+def _mode(mode: str) -> str:
+    mode = (mode or "").strip().lower()
+    if mode not in MODES:
+        raise ValidationProblem(
+            "mode", "use create (add new tickets only) or upsert (also update existing ones)"
+        )
+    return mode
+
+
+async def _accept_import(
+    rt: Runtime,
+    conn: AsyncConnection,
+    user_id: int,
+    team_id: int,
+    upload_id: int,
+    filename: str,
+    mode: str,
+) -> BackgroundTask:
+    return await accept(
+        rt,
+        conn,
+        ledger.NewTask(
+            kind=TaskKind.IMPORT, team_id=team_id, owner_id=user_id, scope_key=SCOPE, run_at=rt.clock(),
+            max_attempts=rt.settings.max_attempts,
+            filters={"upload_id": upload_id, "mode": mode, "filename": filename},
+        ),
+    )  # fmt: skip
+
+
 @retry_transient
 async def store_upload(
     rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes
 ) -> Upload:
-    """Admins only. Checks size and that it looks like a ticket CSV, then keeps it."""
+    """Admins only. Checks size and that it looks like a ticket CSV, then keeps it (for clients
+    that upload first and start later, like GraphQL's `startImport(uploadId)`)."""
     async with rt.engine.begin() as conn:
         await _admin(conn, user_id, team_id)
-        sniff(data, rt.settings.import_max_bytes)
-        row = (
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO upload (team_id, owner_id, filename, size, data, created_at) "
-                    "VALUES (:t, :u, :f, :s, :d, :now) RETURNING id, team_id, owner_id, filename, size, created_at"
-                ),
-                {
-                    "t": team_id,
-                    "u": user_id,
-                    "f": (filename or "upload.csv")[:300],
-                    "s": len(data),
-                    "d": data,
-                    "now": rt.clock(),
-                },
-            )
-        ).one()
-    return Upload(**row._mapping, data=b"")
+        return await _insert_upload(conn, rt, user_id, team_id, filename, data)
 
 
 @retry_transient
@@ -190,11 +226,7 @@ async def start_import(
     rt: Runtime, user_id: int, team_id: int, upload_id: int, mode: str
 ) -> BackgroundTask:
     """Admins only; one import per team at a time (a second one gets TaskConflict)."""
-    mode = (mode or "").strip().lower()
-    if mode not in MODES:
-        raise ValidationProblem(
-            "mode", "use create (add new tickets only) or upsert (also update existing ones)"
-        )
+    mode = _mode(mode)
     async with rt.engine.begin() as conn:
         await ledger.lock_team(conn, team_id)
         await _admin(conn, user_id, team_id)
@@ -208,15 +240,27 @@ async def start_import(
         ).first()
         if upload is None:
             raise NotFound("Upload not found.")
-        task = await accept(
-            rt,
-            conn,
-            ledger.NewTask(
-                kind=TaskKind.IMPORT, team_id=team_id, owner_id=user_id, scope_key=SCOPE, run_at=rt.clock(),
-                max_attempts=rt.settings.max_attempts,
-                filters={"upload_id": upload_id, "mode": mode, "filename": upload.filename},
-            ),
-        )  # fmt: skip
+        task = await _accept_import(rt, conn, user_id, team_id, upload.id, upload.filename, mode)
+    await kick(rt, task)
+    return task
+
+
+@retry_transient
+async def submit_import(
+    rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes, mode: str
+) -> BackgroundTask:
+    """Store the file and start its import in one transaction: a conflict or a bad file keeps
+    nothing (the page and the CLI)."""
+    mode = _mode(mode)
+    async with rt.engine.begin() as conn:
+        await ledger.lock_team(conn, team_id)
+        await _admin(conn, user_id, team_id)
+        existing = await ledger.active_in_scope(conn, TaskKind.IMPORT, team_id, SCOPE)
+        if existing is not None:
+            raise TaskConflict(existing)
+        upload = await _insert_upload(conn, rt, user_id, team_id, filename, data)
+        assert upload.id is not None
+        task = await _accept_import(rt, conn, user_id, team_id, upload.id, upload.filename, mode)
     await kick(rt, task)
     return task
 

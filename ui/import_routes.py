@@ -1,8 +1,8 @@
 """The admin "Import tickets" page: the upload form and the team's imports, following themselves.
 
-Submitting stores the upload and starts the import in one request (`desk.imports.store_upload`,
-then `start_import`) and answers at once with a message plus the refreshed import list, so the
-Queued row appears without a reload. A second submit while an import of the team is still
+Submitting stores the upload and starts the import in one transaction
+(`desk.imports.submit_import`) and answers at once with a message plus the refreshed import
+list, so the Queued row appears without a reload. A second submit while an import of the team is still
 queued or running attaches to that one (409), as the Export button does. Bad files get their
 reason as a 4xx message in the form (too big 413, unreadable 400, empty / not a CSV 422).
 
@@ -168,8 +168,7 @@ async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tupl
     if existing is not None:
         return "attached", existing
     try:
-        upload = await imports.store_upload(rt, v.user_id, team_id, filename, data)
-        task = await imports.start_import(rt, v.user_id, team_id, upload.id or 0, mode)
+        task = await imports.submit_import(rt, v.user_id, team_id, filename, data, mode)
     except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
         return "attached", conflict.existing.id
     return "queued", task.id or 0

@@ -62,10 +62,10 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
             if args.user
             else await ops.first_admin(rt, team)
         )
-        upload = await imports.store_upload(rt, user, team, args.file.name, args.file.read_bytes())
-        assert upload.id is not None
         try:
-            task = await imports.start_import(rt, user, team, upload.id, args.mode)
+            task = await imports.submit_import(
+                rt, user, team, args.file.name, args.file.read_bytes(), args.mode
+            )
         except TaskConflict as exc:
             print(
                 f"an import is already running for this team: following task {exc.existing.id}",

@@ -172,3 +172,18 @@ async def test_concurrent_triggers_make_one_import(rt, world):
     conflicts = [r for r in results if isinstance(r, TaskConflict)]
     assert len(made) == 1 and len(conflicts) == 9
     assert {c.existing.id for c in conflicts} == {made[0].id}
+
+
+async def test_submit_import_keeps_nothing_on_conflict(rt, world):
+    data = (HEADER + "S-1,x,OPEN,LOW,,\n").encode()
+    first = await imports.submit_import(rt, world.admin, world.team, "a.csv", data, "create")
+    with pytest.raises(TaskConflict) as err:
+        await imports.submit_import(rt, world.admin, world.team, "b.csv", data, "create")
+    assert err.value.existing.id == first.id
+    with pytest.raises(ValidationProblem):
+        await imports.submit_import(
+            rt, world.outsider, world.other_team, "c.csv", b"\x00junk", "create"
+        )
+    async with rt.engine.connect() as conn:
+        names = (await conn.execute(sa.text("SELECT filename FROM upload"))).scalars().all()
+    assert names == ["a.csv"]
