@@ -32,9 +32,10 @@ def _mount_ops(app: FastAPI, settings: Settings) -> None:
 
 
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:
+    from api.auth import identify
     from schema.app import graphql_router
 
-    app.include_router(graphql_router(settings))
+    app.include_router(graphql_router(settings, identify))
 
 
 def _mount_ui(app: FastAPI, settings: Settings) -> None:

@@ -33,8 +33,8 @@ from strawberry.types.graphql import OperationType
 
 from desk.fastread import ReadPool
 from desk.settings import Env, Settings
-from schema.context import build_context
-from schema.errors import INTERNAL, formatted
+from schema.context import Identify, build_context
+from schema.errors import INTERNAL, formatted, masked, masked_message
 from schema.root import DeskSchema, build_schema
 
 log = logging.getLogger("taskdesk.graphql")
@@ -88,7 +88,10 @@ def _refuse(status: int, code: str, message: str, request_id: str, **headers: st
     return _json(body, status, request_id, **headers)
 
 
-def _payload(body: bytes) -> tuple[str, dict[str, Any] | None, str | None] | str:
+Operation = tuple[str, dict[str, Any] | None, str | None]  # query, variables, operationName
+
+
+def _payload(body: bytes) -> Operation | str:
     """(query, variables, operationName) from a request body, or what is wrong with it."""
     try:
         data = json.loads(body)
@@ -106,26 +109,34 @@ def _payload(body: bytes) -> tuple[str, dict[str, Any] | None, str | None] | str
     return query, variables, name
 
 
-async def _post(request: Request, schema: DeskSchema, rid: str) -> Response:
+async def _operation(request: Request, rid: str) -> Operation | Response:
+    """The operation in a request, or the refusal to send back."""
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json":
         msg = "Send the operation as JSON with Content-Type: application/json."
         return _refuse(415, "UNSUPPORTED_MEDIA_TYPE", msg, rid)
     declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_BODY:
-        return _refuse(413, "PAYLOAD_TOO_LARGE", f"At most {MAX_BODY} bytes per request.", rid)
+    too_large = f"At most {MAX_BODY} bytes per request."
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return _refuse(413, "PAYLOAD_TOO_LARGE", too_large, rid)
     body = await request.body()
     if len(body) > MAX_BODY:
-        return _refuse(413, "PAYLOAD_TOO_LARGE", f"At most {MAX_BODY} bytes per request.", rid)
+        return _refuse(413, "PAYLOAD_TOO_LARGE", too_large, rid)
     parsed = _payload(body)
-    if isinstance(parsed, str):
-        return _refuse(400, "BAD_REQUEST", parsed, rid)
-    query, variables, name = parsed
+    return _refuse(400, "BAD_REQUEST", parsed, rid) if isinstance(parsed, str) else parsed
+
+
+async def _post(
+    request: Request, schema: DeskSchema, identify: Identify, rid: str, prod: bool
+) -> Response:
+    operation = await _operation(request, rid)
+    if isinstance(operation, Response):
+        return operation
+    query, variables, name = operation
+    state = request.app.state
     try:
-        state = request.app.state
-        context = await build_context(
-            state.runtime, request, rid, getattr(state, "read_pool", None)
-        )
+        reads = getattr(state, "read_pool", None)
+        context = await build_context(state.runtime, request, rid, identify, reads)
         result = await schema.execute(
             query,
             variable_values=variables,
@@ -140,17 +151,19 @@ async def _post(request: Request, schema: DeskSchema, rid: str) -> Response:
         return _refuse(400, "BAD_REQUEST", "Only queries and mutations are served here.", rid)
     except Exception:
         log.exception("graphql [%s] request failed", rid)
-        msg = f"Unexpected error; quote request id {rid} when you report it."
-        return _refuse(500, INTERNAL, msg, rid)
+        return _refuse(500, INTERNAL, masked_message(rid), rid)
     out: dict[str, Any] = {"data": result.data}
     if result.errors:
-        out["errors"] = [formatted(error) for error in result.errors]
+        # Production's last guard: an error the extension did not see (one raised outside the
+        # operation) is masked here too.
+        out["errors"] = [formatted(masked(e, rid) if prod else e) for e in result.errors]
     return _json(out, 200, rid)
 
 
-def graphql_router(settings: Settings) -> APIRouter:
-    """The `/graphql` route for the app factory to include. Its lifespan (run inside the app's,
-    after the Runtime is open) keeps the pool of the hot status read."""
+def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
+    """The `/graphql` route for the app factory to include; `identify` tells who calls (the
+    app's session cookie and API tokens). Its lifespan (run inside the app's, after the Runtime
+    is open) keeps the pool of the hot status read."""
     prod = settings.taskdesk_env is Env.PROD
     schema = build_schema(prod)
     ide = None if prod else _ide_html()
@@ -158,7 +171,7 @@ def graphql_router(settings: Settings) -> APIRouter:
     async def graphql(request: Request) -> Response:
         rid = secrets.token_hex(6)
         if request.method == "POST":
-            return await _post(request, schema, rid)
+            return await _post(request, schema, identify, rid, prod)
         if ide is not None and "text/html" in request.headers.get("accept", ""):
             return HTMLResponse(ide, headers={"Cache-Control": "no-store"})
         msg = "Use POST with a JSON body; queries over GET are not accepted."

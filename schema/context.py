@@ -1,9 +1,10 @@
 """Per-request GraphQL context: the runtime, who is calling, the request id, the DataLoaders and
 the per-user mutation rate limit.
 
-Identification happens once per request (cookie or bearer token, `api.auth.identify`); a bad or
-missing credential is remembered and raised as `UNAUTHENTICATED` only by fields that need a
-user, so one error shape covers both. Loaders are created on first use: the hot `task(id)` read
+Identification happens once per request, by the `identify` function the app hands to
+`schema.app.graphql_router` (api/auth.py: session cookie or bearer token); a bad or missing
+credential is remembered and raised as `UNAUTHENTICATED` only by fields that need a user, so one
+error shape covers both. Loaders are created on first use: the hot `task(id)` read
 never pays for them.
 """
 
@@ -13,13 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from api.auth import Caller, identify
 from desk import lookups
 from desk.errors import DeskError, RateLimited, Unauthenticated
 from desk.fastread import ReadPool
@@ -28,6 +29,17 @@ from desk.runtime import Runtime
 from schema.errors import fail, problem
 
 log = logging.getLogger("taskdesk.graphql")
+
+
+class Caller(Protocol):
+    """Who is calling, as the app's `identify` reports it."""
+
+    @property
+    def user_id(self) -> int: ...
+
+
+# (runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad token.
+Identify = Callable[[Runtime, HTTPConnection], Awaitable[Caller | None]]
 
 
 @dataclass
@@ -83,7 +95,11 @@ class Context:
 
 
 async def build_context(
-    rt: Runtime, request: HTTPConnection, request_id: str, reads: ReadPool | None = None
+    rt: Runtime,
+    request: HTTPConnection,
+    request_id: str,
+    identify: Identify,
+    reads: ReadPool | None = None,
 ) -> Context:
     ctx = Context(rt=rt, request=request, request_id=request_id, reads=reads)
     try:

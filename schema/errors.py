@@ -137,20 +137,30 @@ def log_errors(errors_: list[GraphQLError], request_id: str) -> None:
             )
 
 
+def masked_message(request_id: str) -> str:
+    return f"Unexpected error; quote request id {request_id} when you report it."
+
+
+def masked(error: GraphQLError, request_id: str) -> GraphQLError:
+    """An unexpected error reduced to the request id (it is logged in full); others unchanged."""
+    if is_expected(error):
+        return error
+    return GraphQLError(
+        masked_message(request_id),
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": INTERNAL, "requestId": request_id},
+    )
+
+
 class MaskUnexpected(MaskErrors):
-    """Production: an unexpected error becomes a message quoting the request id (logged with
-    the full exception before masking); expected ones pass through."""
+    """Production: unexpected errors become a message quoting the request id (logged with the
+    full exception before masking); expected ones pass through."""
 
     def __init__(self) -> None:
         super().__init__(should_mask_error=lambda e: not is_expected(e))
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        rid = getattr(self.execution_context.context, "request_id", "-")
-        return GraphQLError(
-            f"Unexpected error; quote request id {rid} when you report it.",
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            extensions={"code": INTERNAL, "requestId": rid},
-        )
+        return masked(error, getattr(self.execution_context.context, "request_id", "-"))
