@@ -1,4 +1,4 @@
-"""Batch reads for GraphQL DataLoaders, and the per-task answers a client shows as buttons.
+"""Batch reads for GraphQL DataLoaders (the per-task answers live in `desk.task_rules`).
 
 Each batch function opens its own connection, so loaders running concurrently never share one,
 and applies the same visibility rules as `desk.access` (a ticket or team the caller may not see
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
 
 import sqlalchemy as sa
 
 from desk import access
-from desk.models import Role, TaskKind, TaskStatus, Ticket
+from desk.models import Role, Ticket
 from desk.runtime import Runtime
+from desk.task_rules import TaskLike, can_cancel, can_retry, export_downloadable
 from desk.tickets import TICKET_COLUMNS
 
 # Ids are int4 columns: a larger number can only be "not found", never a database error.
@@ -89,47 +88,4 @@ async def member_teams(rt: Runtime, user_id: int, ids: Sequence[int]) -> dict[in
         return {r.id: TeamView(r.id, r.name, Role(r.role)) for r in rows}
 
 
-class TaskLike(Protocol):
-    """What the answers below read: a `BackgroundTask` or a `desk.fastread.TaskView`."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def owner_id(self) -> int: ...
-    @property
-    def cancel_requested(self) -> bool: ...
-    @property
-    def result_bytes(self) -> int | None: ...
-    @property
-    def expires_at(self) -> datetime | None: ...
-
-
-# --- what a visible task offers --------------------------------------------------------------
-# These mirror desk.tasks (cancel_task, retry_task, open_export_result) for a task the caller
-# can already see (desk.access.can_see_task), so a client can show the right buttons without
-# trying the action.
-
-
-def can_cancel(task: TaskLike) -> bool:
-    """Every task a caller may see is one they may cancel (exports are their own, reminders and
-    imports are staff work); what remains is whether it is still active."""
-    if task.status == TaskStatus.WAITING:
-        return True
-    return task.status == TaskStatus.RUNNING and not task.cancel_requested
-
-
-def can_retry(task: TaskLike) -> bool:
-    return task.status == TaskStatus.FAILED
-
-
-def export_downloadable(task: TaskLike, user_id: int, now: datetime) -> bool:
-    """The stored CSV is its owner's alone, and only until it expires."""
-    return (
-        task.kind == TaskKind.EXPORT
-        and task.owner_id == user_id
-        and task.status == TaskStatus.COMPLETED
-        and task.result_bytes is not None
-        and (task.expires_at is None or task.expires_at > now)
-    )
+__all__ = ["TaskLike", "can_cancel", "can_retry", "export_downloadable"]

@@ -24,6 +24,7 @@ from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.runtime import Runtime
+from desk.task_rules import can_retry, export_downloadable, status_label
 
 MAX_PAGE = 100
 
@@ -214,7 +215,7 @@ async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
     """FAILED → a fresh round (full attempts). Any other state: ValidationProblem."""
     async with rt.engine.begin() as conn:
         task, _ = await _visible(conn, user_id, task_id, lock=True)
-        if task.status != TaskStatus.FAILED:
+        if not can_retry(task):
             raise ValidationProblem(
                 "id", f"only a failed task can be retried (this one is {task.status.lower()})"
             )
@@ -244,13 +245,7 @@ async def open_export_result(rt: Runtime, user_id: int, task_id: int) -> ExportF
     async with rt.engine.connect() as conn:
         task, _ = await _visible(conn, user_id, task_id)
     now = rt.clock()
-    if (
-        task.kind != TaskKind.EXPORT
-        or task.owner_id != user_id
-        or task.status != TaskStatus.COMPLETED
-        or task.result_bytes is None
-        or (task.expires_at is not None and task.expires_at <= now)
-    ):
+    if not export_downloadable(task, user_id, now) or task.result_bytes is None:
         raise NotFound("Export file not found (it may have expired).")
     return ExportFile(
         filename=f"tickets-export-{task.id}-{task.finished_at or now:%Y%m%d-%H%M}.csv",
@@ -276,27 +271,6 @@ async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIte
                 return
             seq = row.seq
             yield bytes(row.data)
-
-
-# --- labels ---------------------------------------------------------------------------------
-
-
-def status_label(task: BackgroundTask, now: datetime) -> str:
-    """What people see: Queued, Scheduled, Retrying, Running, Completed, Skipped, Failed,
-    Cancelled or Expired."""
-    if task.status == TaskStatus.WAITING:
-        if task.attempts > 0:
-            return "Retrying"
-        return "Scheduled" if task.run_at > now + timedelta(seconds=5) else "Queued"
-    if task.status == TaskStatus.RUNNING:
-        return "Cancelling" if task.cancel_requested else "Running"
-    if task.status == TaskStatus.COMPLETED:
-        if task.result_skipped:
-            return "Skipped"
-        if task.kind == TaskKind.EXPORT and task.expires_at is not None and task.expires_at <= now:
-            return "Expired"
-        return "Completed"
-    return task.status.title()
 
 
 # --- internal kinds -------------------------------------------------------------------------
@@ -331,3 +305,6 @@ async def submit_noop(
     assert task is not None
     await kick(rt, task)
     return task
+
+
+__all__ = ["status_label"]  # re-exported: callers know it as desk.tasks.status_label

@@ -4,12 +4,12 @@ mutations that start, cancel and retry tasks (exports, reminders). Every rule li
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, cast
+from typing import Annotated
 
 import strawberry
 from strawberry import ID, Private
 
-from desk import lookups, reminders, tasks
+from desk import lookups, reminders, task_rules, tasks
 from desk.errors import NotFound, ValidationProblem
 from desk.fastread import TaskView
 from desk.models import BackgroundTask, TaskKind, TaskStatus
@@ -56,8 +56,7 @@ class Task:
             id=ID(str(t.id)),
             kind=t.kind,  # type: ignore[arg-type]  # the enum serialises its str value
             status=t.status,  # type: ignore[arg-type]
-            # status_label reads only columns a TaskView carries too.
-            status_label=tasks.status_label(cast(BackgroundTask, t), now),
+            status_label=task_rules.status_label(t, now),
             progress=t.progress,
             progress_message=t.progress_message,
             attempts=t.attempts,
@@ -72,11 +71,11 @@ class Task:
             expires_at=t.expires_at,
             download_url=(
                 f"/tasks/{t.id}/download"
-                if lookups.export_downloadable(t, viewer_id, now)
+                if task_rules.export_downloadable(t, viewer_id, now)
                 else None
             ),
-            can_cancel=lookups.can_cancel(t),
-            can_retry=lookups.can_retry(t),
+            can_cancel=task_rules.can_cancel(t),
+            can_retry=task_rules.can_retry(t),
             team_id=t.team_id,
             owner_id=t.owner_id,
             ticket_id=t.ticket_id,

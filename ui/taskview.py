@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from desk import filters, tasks
+from desk import filters, task_rules
 from desk.errors import ValidationProblem
 from desk.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
 from ui import polling
@@ -117,7 +117,7 @@ def build(
 ) -> TaskView:
     """A row watched since `since` (None: from now on)."""
     watch_from = now.timestamp() if since is None else min(since, now.timestamp())
-    label = tasks.status_label(task, now)
+    label = task_rules.status_label(task, now)
     active = task.status in ACTIVE_STATUSES
     delay = polling.next_delay(now.timestamp() - watch_from) if active else None
     if task.kind == TaskKind.REMINDER:
@@ -144,15 +144,9 @@ def build(
         stale=active and delay is None,
         progress_pct=pct,
         eta_seconds=_eta(task, now),
-        can_download=(
-            task.kind == TaskKind.EXPORT
-            and task.owner_id == viewer_id
-            and label == "Completed"
-            and task.result_bytes is not None
-        ),
-        # desk lets anyone who sees a task cancel or retry it (owner, or staff for reminders).
-        can_cancel=active and not task.cancel_requested,
-        can_retry=task.status == TaskStatus.FAILED,
+        can_download=task_rules.export_downloadable(task, viewer_id, now),
+        can_cancel=task_rules.can_cancel(task),
+        can_retry=task_rules.can_retry(task),
         mode=str(task.filters.get("mode") or "") if task.kind == TaskKind.IMPORT else None,
         counts=counts,
         # desk lets whoever sees an import read its report (`desk.imports.open_report`).
