@@ -44,15 +44,20 @@ def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:
 
 
 async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> BackgroundTask:
-    """Insert WAITING unless an active task holds the same scope (then TaskConflict)."""
-    existing = await ledger.active_in_scope(conn, new.kind, new.team_id, new.scope_key)
-    if existing is not None:
-        raise TaskConflict(existing)
-    task = await ledger.insert(conn, new, now=rt.clock(), dispatched=_dispatch_now(rt, new.run_at))
-    if task is None:  # lost a race the team lock should have prevented: still one task
+    """Insert WAITING unless an active task holds the same scope (then TaskConflict).
+
+    Callers hold the team lock, so the unique index only ever catches a task that became active
+    by another path (a user's retry); if that one finished again meanwhile, insert anew."""
+    for _ in range(3):
         existing = await ledger.active_in_scope(conn, new.kind, new.team_id, new.scope_key)
-        raise TaskConflict(existing)
-    return task
+        if existing is not None:
+            raise TaskConflict(existing)
+        task = await ledger.insert(
+            conn, new, now=rt.clock(), dispatched=_dispatch_now(rt, new.run_at)
+        )
+        if task is not None:
+            return task
+    raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
 
 
 # --- exports --------------------------------------------------------------------------------
