@@ -207,14 +207,20 @@ async def update_ticket(
 
 
 async def team_members(rt: Runtime, user_id: int, team_id: int) -> list[tuple[int, str, str, str]]:
-    """(user id, display name, email, role) of the team, for assignee pickers; members only."""
+    """(user id, display name, email, role) of the team, for assignee pickers; members only.
+
+    A customer sees the team's staff and themselves, and no one else's email address."""
     async with rt.engine.connect() as conn:
-        await access.require_member(conn, user_id, team_id)
+        member = await access.require_member(conn, user_id, team_id)
         rows = await conn.execute(
             sa.text(
                 "SELECT u.id, u.display_name, u.email, m.role FROM membership m "
-                "JOIN app_user u ON u.id = m.user_id WHERE m.team_id = :t ORDER BY u.display_name"
+                "JOIN app_user u ON u.id = m.user_id WHERE m.team_id = :t "
+                "AND (:all OR m.role <> 'CUSTOMER' OR u.id = :me) ORDER BY u.display_name"
             ),
-            {"t": team_id},
+            {"t": team_id, "all": member.is_staff, "me": user_id},
         )
-        return [(r.id, r.display_name, r.email, r.role) for r in rows]
+        return [
+            (r.id, r.display_name, r.email if member.is_staff or r.id == user_id else "", r.role)
+            for r in rows
+        ]

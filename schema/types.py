@@ -56,7 +56,9 @@ class Team:
     def from_view(cls, t: lookups.TeamView) -> Team:
         return cls(id=ID(str(t.id)), name=t.name, my_role=t.role)
 
-    @strawberry.field(description="Everyone in the team, for assignee pickers.")
+    @strawberry.field(
+        description="The team's members for assignee pickers (a customer sees the staff and themselves)."
+    )
     async def members(self, info: strawberry.Info) -> list[TeamMember]:
         ctx = ctx_of(info)
         try:

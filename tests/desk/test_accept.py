@@ -157,3 +157,23 @@ async def test_status_labels(rt, world, clock):
     assert tasks.status_label(later, clock()) == "Scheduled"
     t.attempts = 1
     assert tasks.status_label(t, clock()) == "Retrying"
+
+
+async def test_team_members_shows_customers_only_staff_and_themselves(rt, world):
+    from desk import tickets
+
+    staff_view = {
+        uid: (email, role)
+        for uid, _n, email, role in await tickets.team_members(rt, world.staff, world.team)
+    }
+    assert set(staff_view) == {world.admin, world.staff, world.customer, world.customer2}
+    customer_view = {
+        uid: (email, role)
+        for uid, _n, email, role in await tickets.team_members(rt, world.customer, world.team)
+    }
+    assert set(customer_view) == {world.admin, world.staff, world.customer}
+    assert (
+        customer_view[world.customer][0] == "lin@acme.test" and customer_view[world.staff][0] == ""
+    )
+    with pytest.raises(NotFound):
+        await tickets.team_members(rt, world.outsider, world.team)
