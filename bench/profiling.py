@@ -31,6 +31,7 @@ def recording(pid: int, out: Path | None) -> Iterator[None]:
         yield
         return
     args = [spy_bin, "record", "-p", str(pid), "-f", "raw", "-r", "100", "--nonblocking"]
+    args.append("--subprocesses")  # uvicorn --workers N: the children serve
     with out.with_suffix(".spy.log").open("ab") as log:
         spy = subprocess.Popen([*args, "-o", str(out)], stdout=log, stderr=log)
     try:

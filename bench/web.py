@@ -61,13 +61,15 @@ class Served:
 
 @contextmanager
 def serve(
-    factory: str, env: dict[str, str], log: Path, profile: Path | None = None
+    factory: str, env: dict[str, str], log: Path, profile: Path | None = None, processes: int = 1
 ) -> Iterator[Served]:
     """Run `factory` under uvicorn; yields its base URL and pid once it answers (and profiles
     it into `profile` while in use, when given)."""
     port = free_port()
     args = [sys.executable, "-m", "uvicorn", factory, "--factory", "--host", "127.0.0.1"]
     args += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
+    if processes > 1:
+        args += ["--workers", str(processes)]
     proc = procs.Proc(args, env, log)
     base = f"http://127.0.0.1:{port}"
     try:

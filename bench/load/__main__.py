@@ -24,6 +24,7 @@ from bench import env, procs
 from bench.harness import runtime, wait_worker_ready
 from bench.load import setup, verify
 from bench.load.report import render
+from bench.profiling import recording
 from bench.stats import machine
 from bench.web import OURS, serve
 
@@ -35,8 +36,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--clients", type=int, default=2, help="load-generating processes")
+    p.add_argument("--web", type=int, default=1, help="web processes (uvicorn --workers)")
     p.add_argument("--tickets", type=int, default=5000, help="tickets of the Load team")
+    p.add_argument(
+        "--profile", action="store_true", help="py-spy the web and worker processes meanwhile"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the web and worker processes (an experiment), e.g. db_pool_size=20",
+    )
     return p.parse_args(argv)
+
+
+def _spy(args: argparse.Namespace, logs: Path, name: str) -> Path | None:
+    return logs / f"profile-{name}.txt" if args.profile else None
 
 
 def _cpu(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -81,7 +97,11 @@ async def drill(
                 for i in range(args.workers)
             ]
             await wait_worker_ready(rt.redis, settings.queue_prefix, args.workers)
-            web = stack.enter_context(serve(OURS, wenv, logs / "load-web.log"))
+            web = stack.enter_context(
+                serve(OURS, wenv, logs / "load-web.log", _spy(args, logs, "web"), args.web)
+            )
+            for i, w in enumerate(workers):
+                stack.enter_context(recording(w.pid, _spy(args, logs, f"worker{i}")))
             clients = _start_clients(args, web.url, people, wenv, logs)
             pids = {
                 "web": [web.pid],
@@ -103,6 +123,9 @@ async def drill(
 
 
 async def _main(args: argparse.Namespace) -> int:
+    for item in args.set:
+        name, _, value = item.partition("=")
+        env.EXTRA_OVERRIDES[name.strip().lower()] = value.strip()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     logs = env.ROOT / "bench" / "results" / "logs" / f"load-{stamp}"
     logs.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
+from bench.load.http import Client, HTTPError, Response
 
 ROW_POLL = re.compile(r'hx-get="([^"]+)" hx-trigger="load delay:([\d.]+)s"')
 TASK_IDS = re.compile(r'data-task-id="(\d+)"')
@@ -66,20 +66,17 @@ class Sim:
         self.tally = Tally()
         self.stop = asyncio.Event()
         self.followers: set[asyncio.Task[None]] = set()
-        limits = httpx.Limits(
-            max_connections=args.connections, max_keepalive_connections=args.connections
-        )
-        self.client = httpx.AsyncClient(base_url=base, timeout=30, limits=limits)
+        self.client = Client(base, args.connections)
 
-    async def get(self, kind: str, person: Person, url: str) -> httpx.Response | None:
+    async def get(self, kind: str, person: Person, url: str) -> Response | None:
         headers = {"Cookie": person.cookie, "HX-Request": "true"}
-        return await self._call(kind, self.client.get(url, headers=headers))
+        return await self._call(kind, self.client.get(url, headers))
 
-    async def _call(self, kind: str, request: Any) -> httpx.Response | None:
+    async def _call(self, kind: str, request: Any) -> Response | None:
         began = time.perf_counter()
         try:
-            r: httpx.Response = await request
-        except httpx.HTTPError as exc:
+            r: Response = await request
+        except HTTPError as exc:
             self._error(kind, f"{type(exc).__name__}: {exc}".rstrip(": "))
             return None
         self.tally.latency[kind].append((time.perf_counter() - began) * 1000)
@@ -124,11 +121,11 @@ class Sim:
             kind = "EXPORT"
         else:
             ticket = person.tickets[(person.created // 2) % len(person.tickets)]
-            at = datetime.now(UTC) + timedelta(seconds=2 + i % 8)
+            at = datetime.now(UTC) + timedelta(seconds=10 + i % 10)
             body = {"query": REMIND, "variables": {"ticket": str(ticket), "at": at.isoformat()}}
             kind = "REMINDER"
         headers = {"Cookie": person.cookie}
-        r = await self._call("create", self.client.post("/graphql", json=body, headers=headers))
+        r = await self._call("create", self.client.post_json("/graphql", body, headers))
         if r is None:
             return
         result = next(iter((r.json().get("data") or {}).values()), None) or {}

@@ -34,7 +34,7 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
     v = outcome["verify"]
     lines = [
         f"load drill: {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s, "
-        f"{args.workers} workers, 1 web process",
+        f"{args.workers} workers, {args.web} web process(es)",
         f"requests: {requests:,} in {seconds:.0f} s (the load window and the last rows' polls) "
         f"= {requests / seconds:,.0f} req/s; "
         f"errors: {sum(errors.values())}",
@@ -63,5 +63,14 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
     ]
     ok = not errors or not sum(errors.values())
     ok = ok and v["problem_count"] == 0 and v["accepted"] == v["completed"]
-    lines.append(f"result: {'pass' if ok else 'FAIL'}")
+    rows = latency.get("row", [])
+    web_cpu = outcome["cpu_pct"].get("web", 0.0)
+    verdict = "pass" if ok else "FAIL"
+    if rows and percentile(rows, 50) > 1000:
+        verdict += (
+            f" (no errors or lost tasks required; but the status read is slow: p50 "
+            f"{percentile(rows, 50) / 1000:.1f} s with the web at {web_cpu:.0f}% of a core: "
+            "overloaded)"
+        )
+    lines.append(f"result: {verdict}")
     return "\n".join(lines), ok

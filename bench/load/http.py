@@ -1,0 +1,132 @@
+"""A small HTTP/1.1 keep-alive client on asyncio streams, for the load drill's simulated people.
+
+httpx spent ~10 ms of CPU per request here, so the load generators ate the CPU the server
+needed; this client does the minimum — a pool of keep-alive connections to one host, requests
+with Content-Length bodies, responses with Content-Length or chunked bodies — at a fraction of
+that cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class HTTPError(Exception):
+    def __init__(self, message: str, *, stale: bool = False) -> None:
+        super().__init__(message)
+        self.stale = stale  # a reused keep-alive connection turned out to be closed
+
+
+@dataclass
+class Response:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class Client:
+    def __init__(self, base_url: str, connections: int, timeout: float = 30.0) -> None:
+        parts = urlsplit(base_url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.timeout = timeout
+        self._idle: list[Conn] = []
+        self._slots = asyncio.Semaphore(connections)
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
+    ) -> Response:
+        async with self._slots:
+            reused = bool(self._idle)
+            try:
+                return await self._attempt(method, path, headers, body)
+            except HTTPError as exc:
+                # The server closes idle keep-alive connections (uvicorn: after 5 s); a GET
+                # that met such a closed connection is sent again once, on a new one.
+                if not (reused and method == "GET" and exc.stale):
+                    raise
+                self._idle.clear()
+                return await self._attempt(method, path, headers, body)
+
+    async def _attempt(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> Response:
+        conn = self._idle.pop() if self._idle else None
+        fresh = conn is None
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection(self.host, self.port)
+            response = await asyncio.wait_for(
+                self._exchange(conn, method, path, headers, body), self.timeout
+            )
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            if conn is not None:
+                conn[1].close()
+            stale = not fresh and isinstance(exc, (asyncio.IncompleteReadError, OSError))
+            raise HTTPError(f"{type(exc).__name__}: {exc}", stale=stale) from exc
+        if response.headers.get("connection", "").lower() == "close":
+            conn[1].close()
+        else:
+            self._idle.append(conn)
+        return response
+
+    async def get(self, path: str, headers: dict[str, str]) -> Response:
+        return await self.request("GET", path, headers)
+
+    async def post_json(self, path: str, doc: Any, headers: dict[str, str]) -> Response:
+        body = json.dumps(doc).encode()
+        return await self.request(
+            "POST", path, headers | {"Content-Type": "application/json"}, body
+        )
+
+    async def _exchange(
+        self, conn: Conn, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> Response:
+        reader, writer = conn
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append(f"Content-Length: {len(body)}")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(head[0].split(" ", 2)[1])
+        got = {}
+        for line in head[1:]:
+            if line:
+                k, _, v = line.partition(":")
+                got[k.strip().lower()] = v.strip()
+        if "content-length" in got:
+            content = await reader.readexactly(int(got["content-length"]))
+        elif got.get("transfer-encoding", "").lower() == "chunked":
+            content = await _chunked(reader)
+        else:
+            content = b""
+        return Response(status, got, content)
+
+    async def aclose(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
+        self._idle.clear()
+
+
+async def _chunked(reader: asyncio.StreamReader) -> bytes:
+    parts = []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
