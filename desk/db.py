@@ -32,12 +32,16 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 
 
-def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
+def create_engine(
+    settings: Settings, *, pool_size: int | None = None, pre_ping: bool = True
+) -> AsyncEngine:
+    """`pre_ping` costs a round trip per checkout; the worker turns it off because every one of
+    its transactions already runs again on a connection error (`retrying`, the ledger)."""
     return create_async_engine(
         settings.sqlalchemy_url,
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         pool_recycle=1800,
     )
 

@@ -25,9 +25,14 @@ class Runtime:
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, clock: Clock = utcnow, pool_size: int | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        pool_size: int | None = None,
+        pre_ping: bool = True,
     ) -> Runtime:
-        engine = create_engine(settings, pool_size=pool_size)
+        engine = create_engine(settings, pool_size=pool_size, pre_ping=pre_ping)
         queue = await Queue.open(settings)
         return cls(settings=settings, engine=engine, queue=queue, clock=clock)
 

@@ -99,7 +99,9 @@ def describe_error(exc: BaseException) -> str:
 @retry_transient
 async def _claim(rt: Runtime, task_id: int, run: int) -> tuple[BackgroundTask, str] | None:
     execution_id = uuid.uuid4().hex
-    async with rt.engine.begin() as conn:
+    # One conditional UPDATE: autocommit spares the BEGIN and COMMIT round trips.
+    async with rt.engine.connect() as plain:
+        conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
         task = await ledger.claim(
             conn,
             task_id,

@@ -109,7 +109,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # An export holds up to three connections (COPY, chunk writer, progress); most tasks one.
-    rt = await Runtime.open(settings, pool_size=settings.worker_max_jobs * 3 + 4)
+    rt = await Runtime.open(settings, pool_size=settings.worker_max_jobs * 3 + 4, pre_ping=False)
     reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
     worker = build_worker(rt, reg)
     services = start_services(rt, reg)
