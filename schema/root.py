@@ -13,6 +13,7 @@ from strawberry.types import ExecutionContext
 
 from schema.errors import log_errors
 from schema.hardening import Caches, Hardening, ProdHardening
+from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
 from schema.tasks import TaskMutation, TaskQuery
 from schema.tickets import TicketMutation, TicketQuery
@@ -26,7 +27,7 @@ class Query(ViewerQuery, TicketQuery, TaskQuery, NotificationQuery, TokenQuery):
 
 
 @strawberry.type
-class Mutation(TicketMutation, TaskMutation, NotificationMutation, TokenMutation):
+class Mutation(TicketMutation, TaskMutation, ImportMutation, NotificationMutation, TokenMutation):
     pass
 
 

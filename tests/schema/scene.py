@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from desk import notifications, reminders, tasks, users
+from desk import imports, notifications, reminders, tasks, users
 from desk.runtime import Runtime
 from tests.factories import World
 
@@ -25,6 +25,7 @@ class Scene:
     reminder: int  # on the "login" ticket, by staff
     staff_token_id: int
     staff_token: str
+    admin_upload: int  # an import file the admin uploaded (not started)
     ids: dict[str, Any] = field(default_factory=dict)
 
     def user(self, role: str) -> int | None:
@@ -60,6 +61,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
                 conn, user_ids=[who], team_id=team, task_id=None, kind="TEST", text="hi", link="/"
             )
     token_row, token = await users.create_token(rt, w.staff, "matrix")
+    upload = await imports.store_upload(rt, w.admin, w.team, "m.csv", b"external_id,title\nM-1,x\n")
     return Scene(
         w=w,
         staff_export=staff_export.id or 0,
@@ -68,6 +70,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
         reminder=reminder.id or 0,
         staff_token_id=token_row.id or 0,
         staff_token=token,
+        admin_upload=upload.id or 0,
     )
 
 

@@ -111,6 +111,13 @@ QUERIES = {
 }
 
 MUTATIONS = {
+    "startImport": case(
+        "mutation($t: ID!, $u: ID!) { startImport(teamId: $t, uploadId: $u, mode: CREATE) "
+        f"{{ {TASK_RESULT} }} }}",
+        "startImport",
+        lambda s: {"t": s.w.team, "u": s.admin_upload},
+        {"admin": "Task", "staff": "NotAllowed", "customer": "NotAllowed", "outsider": "NotFound"},
+    ),
     "createExport": case(
         f'mutation($t: ID!) {{ createExport(teamId: $t, filter: {{q: "matrix"}}) {{ {TASK_RESULT} }} }}',
         "createExport",
