@@ -76,9 +76,13 @@ def _undo_formula_guard(value: str) -> str:
     return value
 
 
-def _enum(value: str, enum: type[TicketStatus] | type[Priority], default: str) -> str | None:
+_STATUSES = frozenset(m.value for m in TicketStatus)
+_PRIORITIES = frozenset(m.value for m in Priority)
+
+
+def _enum(value: str, allowed: frozenset[str], default: str) -> str | None:
     value = value.strip().upper() or default
-    return value if value in {m.value for m in enum} else None
+    return value if value in allowed else None
 
 
 def _parse_time(value: str) -> datetime | None:
@@ -89,10 +93,20 @@ def _parse_time(value: str) -> datetime | None:
     return parsed if parsed.tzinfo else None
 
 
-def _row(number: int, cells: dict[str, str], seen: dict[str, int]) -> Row | Rejection:
-    for column, value in cells.items():
-        if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in value):
-            return Rejection(number, column, "not valid UTF-8 text (save the file as UTF-8)")
+def _not_utf8(value: str) -> bool:
+    """True for text decoded with surrogateescape from bytes that were not UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _row(number: int, cells: dict[str, str], seen: dict[str, int], clean: bool) -> Row | Rejection:
+    if not clean:  # only a file with some non-UTF-8 bytes pays for this check
+        for column, value in cells.items():
+            if _not_utf8(value):
+                return Rejection(number, column, "not valid UTF-8 text (save the file as UTF-8)")
     ext = (cells.get("external_id") or cells.get("id") or "").strip()
     if not ext:
         return Rejection(number, "external_id", "missing (and no id to use instead)")
@@ -105,10 +119,10 @@ def _row(number: int, cells: dict[str, str], seen: dict[str, int]) -> Row | Reje
         return Rejection(number, "title", "missing")
     if len(title) > 500:
         return Rejection(number, "title", "longer than 500 characters")
-    status = _enum(cells.get("status") or "", TicketStatus, "OPEN")
+    status = _enum(cells.get("status") or "", _STATUSES, "OPEN")
     if status is None:
         return Rejection(number, "status", f"unknown status {cells.get('status')!r}")
-    priority = _enum(cells.get("priority") or "", Priority, "NORMAL")
+    priority = _enum(cells.get("priority") or "", _PRIORITIES, "NORMAL")
     if priority is None:
         return Rejection(number, "priority", f"unknown priority {cells.get('priority')!r}")
     seen[ext] = number
@@ -120,9 +134,35 @@ def _row(number: int, cells: dict[str, str], seen: dict[str, int]) -> Row | Reje
     )  # fmt: skip
 
 
+def _text(data: bytes) -> tuple[str, bool]:
+    """The file as text, and whether it was all valid UTF-8."""
+    try:
+        return data.decode("utf-8-sig"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8-sig", errors="surrogateescape"), False
+
+
+def _records(text: str) -> Iterator[list[str] | csv.Error]:
+    """Non-blank records after the header; a malformed one comes as its csv.Error."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    next(reader, None)
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield exc
+            continue
+        if any(c.strip() for c in cells):
+            yield cells
+
+
 def parse(data: bytes) -> Iterator[Row | Rejection]:
-    """Every data row of the file, valid or rejected, in order (malformed rows do not stop it)."""
-    text = data.decode("utf-8-sig", errors="surrogateescape")
+    """Every data row of the file, valid or rejected, in order (malformed rows do not stop it).
+
+    Row numbers count the header as row 1; a blank line is skipped but still counted."""
+    text, clean = _text(data)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header = [h.strip().lower() for h in next(reader, [])]
     seen: dict[str, int] = {}
@@ -142,11 +182,12 @@ def parse(data: bytes) -> Iterator[Row | Rejection]:
         if len(cells) != len(header):
             yield Rejection(number, "-", f"expected {len(header)} columns, found {len(cells)}")
             continue
-        yield _row(number, dict(zip(header, cells, strict=True)), seen)
+        yield _row(number, dict(zip(header, cells, strict=True)), seen, clean)
 
 
 def count_rows(data: bytes) -> int:
-    return sum(1 for _ in parse(data))
+    """How many items `parse` yields, without validating them (for the progress total)."""
+    return sum(1 for _ in _records(_text(data)[0]))
 
 
 # --- accepting -------------------------------------------------------------------------------

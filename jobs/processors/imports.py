@@ -65,6 +65,7 @@ async def process(ex: Execution) -> None:
     await ex.progress(done, total, f"{done:,} / {total:,} rows")
     size = ex.rt.settings.import_batch_rows
     batch: list[imports.Row | imports.Rejection] = []
+    index = done
     for index, item in enumerate(imports.parse(data), start=1):
         if index <= done:
             continue
@@ -73,7 +74,8 @@ async def process(ex: Execution) -> None:
             counts = await _commit(ex, batch, index, total, counts, people)
             batch = []
     if batch:
-        counts = await _commit(ex, batch, total, total, counts, people)
+        counts = await _commit(ex, batch, index, total, counts, people)
+    total = max(total, index)
     async with ex.rt.engine.begin() as conn:
         finished = await ledger.finish(
             conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary=counts.summary(),
