@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from api.limits import BodyLimit
 from desk.errors import DeskError, QuotaExceeded, TaskConflict
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Settings, load_settings
@@ -143,5 +144,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="taskdesk", lifespan=lifespan)
     app.state.settings = settings
     app.add_exception_handler(DeskError, desk_error_handler)
+    app.add_middleware(BodyLimit, max_bytes=settings.import_max_bytes)
     mount(app, settings)
     return app

@@ -122,3 +122,16 @@ async def test_health_is_503_without_workers(client):
     assert r.status_code == 503
     body = r.json()
     assert body["redis"] is True and body["workers"] == 0 and body["ok"] is False
+
+
+async def test_bodies_over_the_limit_are_refused_before_reading(client, world):
+    limit = client.rt.settings.import_max_bytes + (1 << 20)
+    r = await client.post(
+        "/login",
+        content=b"x" * 16,
+        headers={
+            "Content-Length": str(limit + 1),
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
