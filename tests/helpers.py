@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
+
+import httpx
 
 from desk.settings import Settings
 
@@ -110,3 +113,54 @@ def running_workers(
     finally:
         for w in workers:
             w.stop()
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1
+) -> None:
+    """The blocking twin of `wait_for`, for fixtures outside the event loop (a starting process)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(f"{url}/health", timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+@contextmanager
+def serving(settings: Settings, log_path: Path) -> Iterator[str]:
+    """A real `taskdesk serve` on a free port with the test's settings; yields its URL once it
+    answers (or fails with its log if it died)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskdesk", "serve", "--port", str(port), "--log-level", "warning"],
+            cwd=ROOT, env=settings_env(settings), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        wait_until(lambda: proc.poll() is not None or _answers(url), 60, f"{url} to answer")
+        if proc.poll() is not None:
+            raise AssertionError("server did not start:\n" + log_path.read_text())
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -6,13 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -21,6 +19,7 @@ import pytest
 from taskdesk.cli import build_parser, main
 from taskdesk.embedded import PostgresServer, RedisServer
 from tests.conftest import Servers
+from tests.helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
@@ -41,15 +40,6 @@ def taskdesk(
         [sys.executable, "-m", "taskdesk", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `condition` until true; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_top_level_help_from_module_and_console_script() -> None:
@@ -124,12 +114,6 @@ def test_seed_refuses_demo_passwords_in_prod(empty_database: str, servers: Serve
     )
     done = taskdesk("seed", env=env)
     assert done.returncode == 2 and "--allow-prod" in done.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def answers(url: str) -> bool:

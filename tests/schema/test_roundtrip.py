@@ -6,30 +6,20 @@ from __future__ import annotations
 
 import csv
 import io
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
 
 from desk.settings import Settings
-from tests.helpers import ROOT, running_workers, settings_env, wait_for
+from tests.helpers import ROOT, running_workers, serving, settings_env, wait_for
 
 pytestmark = pytest.mark.slow
 
 CREATE = """mutation($t: ID!) { createExport(teamId: $t) {
   __typename ... on Task { id statusLabel } ... on TaskConflict { existingTask { id } } } }"""
 POLL = "query($id: ID!) { task(id: $id) { status statusLabel progress resultSummary downloadUrl } }"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def taskdesk(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,34 +31,6 @@ def taskdesk(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]
         text=True,
         timeout=60,
     )
-
-
-@contextmanager
-def serving(settings: Settings, log: Path) -> Iterator[str]:
-    port = _free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "taskdesk",
-                "serve",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=settings_env(settings),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 async def test_export_poll_download_over_http(settings, world, tmp_path) -> None:

@@ -4,23 +4,18 @@ Playwright, and people with passwords to sign in as."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from desk.passwords import hash_password
 from desk.runtime import Runtime
 from desk.settings import Settings
-from tests.helpers import ROOT, settings_env
+from tests.helpers import serving
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -43,56 +38,11 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def running_server(settings: Settings, log_path: Path) -> Iterator[str]:
-    """`uvicorn api.app:create_app` on a free port with the test's settings; yields its URL."""
-    port = free_port()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "api.app:create_app",
-                "--factory",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=settings_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{url}/login", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("server did not start:\n" + log_path.read_text()) from None
-                time.sleep(0.1)  # the process is starting; nothing to wait on but the port
+    """The web app on a free port with the test's settings; yields its URL."""
+    with serving(settings, log_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def give_passwords(rt: Runtime) -> None:
