@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,7 +26,6 @@ from fastapi import APIRouter, FastAPI
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from strawberry.exceptions import MissingQueryError
-from strawberry.http.ides import get_graphql_ide_html
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
@@ -35,6 +33,7 @@ from desk.fastread import ReadPool
 from desk.settings import Env, Settings
 from schema.context import Identify, build_context
 from schema.errors import INTERNAL, formatted, masked, masked_message
+from schema.graphiql import page as graphiql_page
 from schema.root import DeskSchema, build_schema
 
 log = logging.getLogger("taskdesk.graphql")
@@ -62,15 +61,8 @@ query Me {
 
 
 def _ide_html() -> str:
-    html = get_graphql_ide_html("graphiql").replace("Strawberry GraphiQL", "taskdesk GraphiQL")
-    welcome = WELCOME.replace("\\", "\\\\").replace("`", "\\`").replace("${", "\\${")
-    return re.sub(
-        r"const EXAMPLE_QUERY = `.*?`;",
-        lambda _m: f"const EXAMPLE_QUERY = `{welcome}`;",
-        html,
-        count=1,
-        flags=re.S,
-    )
+    # Vendored GraphiQL (no CDN): it must work on a network without internet.
+    return graphiql_page(title="taskdesk GraphiQL", endpoint=PATH, query=WELCOME)
 
 
 def _json(body: dict[str, Any], status: int, request_id: str, **headers: str) -> Response:
