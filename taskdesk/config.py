@@ -1,12 +1,17 @@
 """Settings for the CLI commands: the environment, plus the dev servers when no URL is set.
 
-`serve`, `worker`, `migrate` and `seed` run against DATABASE_URL / REDIS_URL. When one is empty
-and `taskdesk dev` has its private servers running under the data folder, the command uses
-those; otherwise it stops with a ConfigError that says what to do.
+`serve`, `worker`, `migrate`, `seed`, `tasks` and `import` run against DATABASE_URL /
+REDIS_URL. When one is empty and `taskdesk dev` has its private servers running under the data
+folder, the command uses those; otherwise it stops with a ConfigError that says what to do.
+
+The data folder is --data-dir, else DATA_DIR, else `.taskdesk`. A `taskdesk dev` started with
+another one leaves a pointer (DEV_RECORD) in that default folder while it runs, so the other
+commands find its servers without the flag.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -36,25 +41,95 @@ def running_dev_redis(root: Path) -> str | None:
     return rd.url if rd.running() else None
 
 
+DEV_RECORD = "dev.json"  # in the default data folder while a `taskdesk dev` runs
+
+
+def _is_running_dev(pid: object) -> bool:
+    """Whether `pid` is a live taskdesk process (a record left by a killed dev is stale)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:  # a pid reused by another program since: not ours
+        return b"taskdesk" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return sys.platform != "linux"
+
+
+def write_dev_record(home: Path, data_dir: Path, web_url: str, urls: dict[str, str]) -> Path | None:
+    """Leave a pointer to this dev's data folder in `home` (the default one); None when another
+    running dev already owns it (that one stays what flagless commands find)."""
+    record = home / DEV_RECORD
+    try:
+        if _is_running_dev(json.loads(record.read_text()).get("pid")):
+            return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    home.mkdir(parents=True, exist_ok=True)
+    body = {"pid": os.getpid(), "data_dir": str(data_dir.resolve()), "web": web_url, **urls}
+    temp = record.with_suffix(f".{os.getpid()}.tmp")
+    temp.write_text(json.dumps(body, indent=2) + "\n")
+    temp.replace(record)  # readers never see half a file
+    return record
+
+
+def remove_dev_record(record: Path) -> None:
+    """Remove the pointer if it is still this process's."""
+    try:
+        if json.loads(record.read_text()).get("pid") == os.getpid():
+            record.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def recorded_dev_data_dir(home: Path) -> Path | None:
+    """The data folder of the running `taskdesk dev` that left a pointer in `home`, if any."""
+    try:
+        body = json.loads((home / DEV_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict) or not _is_running_dev(body.get("pid")):
+        return None
+    return Path(str(body.get("data_dir", "")))
+
+
+def _candidate_roots(settings: Settings, data_dir: str | None) -> list[Path]:
+    """Where to look for dev servers: the flag's folder only, else the default folder and the
+    folder a running dev points to from there."""
+    root = data_root(settings, data_dir)
+    if data_dir:
+        return [root]
+    pointed = recorded_dev_data_dir(root)
+    return [root] if pointed is None or pointed == root.resolve() else [root, pointed]
+
+
 def resolve_settings(data_dir: str | None = None, *, quiet: bool = False) -> Settings:
     """Validated settings with both URLs filled in, or ConfigError naming the missing one."""
     settings = load_settings()
     overrides: dict[str, object] = {}
     if data_dir:
         overrides["data_dir"] = data_dir
-    root = data_root(settings, data_dir)
+    roots = _candidate_roots(settings, data_dir)
     for name, current, find in (
         ("database_url", settings.database_url, running_dev_database),
         ("redis_url", settings.redis_url, running_dev_redis),
     ):
         if current:
             continue
-        url = find(root)
-        if url is None:
+        found = next(((r, u) for r in roots if (u := find(r)) is not None), None)
+        if found is None:
             raise ConfigError(
                 f"{name.upper()} is not set: run `taskdesk dev`, or set it "
-                f"(no dev server is running under {root}/)"
+                f"(no dev server is running under {roots[0]}/; if `taskdesk dev` runs with "
+                "--data-dir DIR, pass the same --data-dir or set DATA_DIR)"
             )
+        root, url = found
+        if root != roots[0]:
+            overrides["data_dir"] = str(root)
         if not quiet:
             print(f"taskdesk: {name.upper()} not set; using the dev server: {url}", file=sys.stderr)
         overrides[name] = url

@@ -2,16 +2,18 @@
 
 With DATABASE_URL / REDIS_URL unset it starts a private PostgreSQL and Redis under the data
 folder (.taskdesk/ by default), applies the migrations, seeds the demo data (idempotent), then
-runs the web server and one worker as child processes and watches them. Ctrl-C or SIGTERM stops
-the children, then only those servers this run started; if a child dies, it says which and
-stops the rest.
+runs the web server and one worker as child processes and watches them (taskdesk/children.py):
+a worker that dies is restarted after a short back-off while everything else keeps running; if
+the web server dies, it says so and stops the rest. Ctrl-C or SIGTERM stops the children, then
+only those servers this run started. While it runs, a pointer in the default data folder
+(taskdesk/config.py) lets `taskdesk worker`, `seed`, `tasks` and `import` find its servers
+without flags, even when it was started with --data-dir.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import os
 import re
 import signal
@@ -28,14 +30,12 @@ from types import FrameType
 from typing import Any
 
 from desk.settings import Settings, load_settings
+from taskdesk.children import Child, ChildDied, check_children, spawn, stop_children, supervise
 from taskdesk.commands import DATA_DIR_HELP, Subparsers
+from taskdesk.config import remove_dev_record, write_dev_record
 from taskdesk.embedded import PostgresServer, RedisServer
 
 STARTUP_TIMEOUT = 90.0  # seconds for the web server to answer its first request
-
-
-class ChildDied(Exception):
-    """A web or worker process exited while it should be running."""
 
 
 def register(subparsers: Subparsers) -> None:
@@ -51,12 +51,6 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--data-dir", metavar="DIR", help=DATA_DIR_HELP)
     p.add_argument("--no-worker", action="store_true", help="start the web server only")
     p.set_defaults(func=run)
-
-
-@dataclass
-class Child:
-    name: str
-    proc: subprocess.Popen[bytes]
 
 
 @dataclass
@@ -87,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             f"stop that program or pass --port {args.port + 1}"
         )
         return 1
-    started, children = Started(), []
+    started, children, record = Started(), [], None
+    default_home = Path(load_settings().data_dir)  # where flagless commands look first
     _handle_signals(_interrupt)
     began = time.monotonic()
     try:
@@ -96,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         children = spawn_children(settings, args)
         url = f"http://{_probe_host(args.host)}:{args.port}/"
         wait_until_up(url, children)
-        print_banner(settings, url, time.monotonic() - began)
-        return supervise(children)
+        record = write_dev_record(default_home, Path(settings.data_dir), url, _urls(settings))
+        print_banner(settings, url, time.monotonic() - began, children)
+        return supervise(children, say)
     except ChildDied as exc:
         say(f"{exc}; stopping the rest")
         return 1
@@ -107,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         # A second Ctrl-C must not leave half-stopped servers behind.
         _handle_signals(lambda *_: say("still stopping, please wait"))
-        stop_children(children, grace=settings.worker_grace_seconds + 5)
+        if record is not None:
+            remove_dev_record(record)
+        stop_children(children, settings.worker_grace_seconds + 5, say)
         started.stop()
 
 
@@ -183,49 +181,13 @@ def _child_env(settings: Settings) -> dict[str, str]:
     }
 
 
-_libc: ctypes.CDLL | None = None
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if `taskdesk dev` itself is killed (Linux)."""
-    if _libc is not None:
-        _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def spawn(name: str, argv: list[str], env: dict[str, str]) -> Child:
-    global _libc
-    if sys.platform.startswith("linux") and _libc is None:
-        _libc = ctypes.CDLL(None)  # loaded here, not in the forked child
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "taskdesk", *argv],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        # Own process group: the terminal's Ctrl-C reaches only us, and we stop the children
-        # in order (web and worker first, the servers last).
-        process_group=0,
-        preexec_fn=_die_with_parent,
-    )
-    return Child(name, proc)
-
-
 def spawn_children(settings: Settings, args: argparse.Namespace) -> list[Child]:
     env = _child_env(settings)
-    children = [spawn("web server", ["serve", "--host", args.host, "--port", str(args.port)], env)]
+    web = ["serve", "--host", args.host, "--port", str(args.port)]
+    children = [spawn("web server", web, env)]
     if not args.no_worker:
-        children.append(spawn("worker", ["worker"], env))
+        children.append(spawn("worker", ["worker"], env, restartable=True))
     return children
-
-
-def check_children(children: list[Child]) -> None:
-    for child in children:
-        code = child.proc.poll()
-        if code is not None:
-            how = (
-                f"was killed by {signal.Signals(-code).name}"
-                if code < 0
-                else f"exited with code {code}"
-            )
-            raise ChildDied(f"the {child.name} (pid {child.proc.pid}) {how}")
 
 
 def _probe_host(host: str) -> str:
@@ -243,41 +205,27 @@ def answers(url: str) -> bool:
 def wait_until_up(url: str, children: list[Child]) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not answers(url):
-        check_children(children)
+        check_children(children, say)
         if time.monotonic() > deadline:
             raise ChildDied(f"the web server did not answer {url} within {STARTUP_TIMEOUT:.0f}s")
         time.sleep(0.1)
-
-
-def supervise(children: list[Child]) -> int:
-    """Block until a child dies (then 1) or a signal arrives (KeyboardInterrupt)."""
-    while True:
-        check_children(children)
-        time.sleep(0.25)
-
-
-def stop_children(children: list[Child], grace: float) -> None:
-    """SIGTERM to each, up to `grace` seconds for a clean exit, then SIGKILL to its group."""
-    for child in children:
-        if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for child in children:
-        try:
-            child.proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            say(f"the {child.name} did not stop within {grace:.0f}s: killing it")
-            # Not yet reaped, so its pid is still its process group's id.
-            os.killpg(child.proc.pid, signal.SIGKILL)
-            child.proc.wait()
 
 
 def _redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def print_banner(settings: Settings, url: str, took: float) -> None:
+def _urls(settings: Settings) -> dict[str, str]:
+    return {
+        "database_url": _redact(settings.database_url),
+        "redis_url": _redact(settings.redis_url),
+    }
+
+
+def print_banner(settings: Settings, url: str, took: float, children: list[Child]) -> None:
     from desk.seed import DEMO_LOGINS, DEMO_PASSWORD
+
+    workers = [c.proc.pid for c in children if c.restartable]
 
     lines = [
         "",
@@ -286,6 +234,10 @@ def print_banner(settings: Settings, url: str, took: float) -> None:
         f"  GraphiQL   {url}graphql",
         f"  database   {_redact(settings.database_url)}",
         f"  redis      {_redact(settings.redis_url)}",
+        *[
+            f"  worker     pid {pid} (try `kill -9 {pid}`: it is restarted, no task is lost)"
+            for pid in workers
+        ],
         "",
         f"Demo logins (password for all: {DEMO_PASSWORD})",
     ]

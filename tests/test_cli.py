@@ -3,11 +3,13 @@ seed against a database given by environment variables, and `taskdesk dev` end t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -134,14 +136,16 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(moved, ignore_errors=True)
 
 
-def start_dev(data_dir: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_dev(
+    data_dir: Path, tmp_path: Path, *args: str, cwd: Path = ROOT
+) -> tuple[subprocess.Popen[bytes], str]:
     """`taskdesk dev` on a free port with no URLs set; returns once its banner is out."""
     port = free_port()
     out, err = tmp_path / "dev.out", tmp_path / "dev.err"
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen(
             [sys.executable, "-m", "taskdesk", "dev", "--port", str(port), "--data-dir", str(data_dir), *args],
-            cwd=ROOT, env=clean_env(), stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+            cwd=cwd, env=clean_env(), stdout=o, stderr=e, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -208,3 +212,69 @@ def test_dev_stops_everything_when_a_child_dies(data_dir: Path, tmp_path: Path) 
     )
     assert not PostgresServer(data_dir / "pg").running()
     assert not RedisServer(data_dir / "redis").running()
+
+
+def health(url: str) -> dict[str, object]:
+    try:
+        with urllib.request.urlopen(f"{url}health", timeout=5) as r:
+            return dict(json.load(r))
+    except urllib.error.HTTPError as exc:  # 503 while no worker is alive: still a report
+        return dict(json.load(exc))
+
+
+def worker_pids(url: str) -> set[int]:
+    """The pids of the workers whose heartbeat /health sees."""
+    details = health(url).get("worker_details") or []
+    assert isinstance(details, list)
+    return {int(w["pid"]) for w in details}
+
+
+@pytest.mark.slow
+def test_dev_restarts_a_killed_worker_and_keeps_the_rest_running(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # Started from `home` with --data-dir elsewhere: commands run from `home` without flags
+    # must still find its servers.
+    home = tmp_path / "home"
+    home.mkdir()
+    proc, url = start_dev(data_dir, tmp_path, cwd=home)
+    err = tmp_path / "dev.err"
+    try:
+        first = child_running(proc.pid, "worker")
+        assert f"worker     pid {first}" in (tmp_path / "dev.out").read_text()
+        wait_until(lambda: first in worker_pids(url), 60, "the worker's heartbeat")
+        os.kill(first, signal.SIGKILL)
+
+        wait_until(lambda: "restarting it in 1 s" in err.read_text(), 30, "the restart notice")
+        assert f"the worker (pid {first}) was killed by SIGKILL; restarting it" in err.read_text()
+        wait_until(lambda: "is running again" in err.read_text(), 30, "the restarted worker")
+        second = child_running(proc.pid, "worker")
+        assert second != first
+        wait_until(lambda: second in worker_pids(url), 60, "the new worker's heartbeat")
+        assert proc.poll() is None and answers(url), "web keeps answering"
+        assert (
+            PostgresServer(data_dir / "pg").running() and RedisServer(data_dir / "redis").running()
+        )
+
+        # A second worker, and seed, from the folder dev was started in: no flags, no URLs.
+        seeded = subprocess.run(
+            [sys.executable, "-m", "taskdesk", "seed"], cwd=home, env=clean_env(),
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert seeded.returncode == 0, seeded.stderr
+        assert "using the dev server" in seeded.stderr and "created 0 teams" in seeded.stderr
+        extra = subprocess.Popen(
+            [sys.executable, "-m", "taskdesk", "worker"], cwd=home, env=clean_env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: extra.pid in worker_pids(url), 60, "the second worker's heartbeat")
+        finally:
+            extra.terminate()
+            extra.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=90)
+    assert not (home / ".taskdesk" / "dev.json").exists(), "dev removes its pointer on exit"
+    assert "Traceback" not in err.read_text()
