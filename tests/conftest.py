@@ -64,6 +64,8 @@ def servers() -> Iterator[Servers]:
     yield Servers(admin_url=_with_dbname(db_url, "postgres"), redis_url=redis_url)
     for server in started:
         server.stop()
+        # As root from a folder the server's user cannot enter, the cluster lives in /var/tmp.
+        shutil.rmtree(server.root, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -77,6 +79,7 @@ def _remove_stale_sessions(parent: Path) -> None:
             if pg.running():
                 pg.started_here = True
                 pg.stop()
+            shutil.rmtree(pg.root, ignore_errors=True)
             pid_file = folder / "redis" / "redis.pid"
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)

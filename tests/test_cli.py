@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -278,3 +280,49 @@ def test_dev_restarts_a_killed_worker_and_keeps_the_rest_running(
             proc.wait(timeout=90)
     assert not (home / ".taskdesk" / "dev.json").exists(), "dev removes its pointer on exit"
     assert "Traceback" not in err.read_text()
+
+
+def readme_commands() -> list[str]:
+    """Every `taskdesk …` command README shows (inline or in a code block), placeholders filled."""
+    readme = (ROOT / "README.md").read_text()
+    spans = re.findall(r"`((?:\.venv/bin/)?taskdesk [^`]+)`", readme)
+    spans += re.findall(r"(?:\.venv/bin/|exec web )(taskdesk [^&#\n`]+)", readme)
+    out = []
+    for span in spans:
+        line = re.sub(r"\[[^\]]*\]", "", span.removeprefix(".venv/bin/")).strip()
+        if re.search(r" \w+/\w+/", line):  # `tasks list/show/…`: subcommands, not one command
+            continue
+        out.append(re.sub(r"\b(?:[A-Z]{1,5}|PID)\b", "1", line))
+    return out
+
+
+def test_every_taskdesk_command_in_the_readme_parses() -> None:
+    commands = readme_commands()
+    assert 'taskdesk tasks export --user chen@acme.test --team "Acme Support"' in commands
+    for command in commands:
+        try:
+            build_parser().parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"README shows a command taskdesk does not accept: {command}")
+    # "pass the same --data-dir": every command that looks for the dev servers takes it.
+    for argv in (
+        ["worker"],
+        ["serve"],
+        ["migrate"],
+        ["seed"],
+        ["tasks", "list"],
+        ["import", "f.csv", "--team", "t"],
+        ["tokens", "list", "--user", "u"],
+    ):
+        build_parser().parse_args([*argv, "--data-dir", "x"])
+
+
+def test_readme_says_what_a_new_machine_needs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for fact in (
+        "apt-get install -y chromium fonts-noto-cjk",  # browser tests, Chinese screenshots
+        "6\N{EN DASH}8 minutes on a 2-core machine",  # how long ./scripts/test takes
+        "38\N{EN DASH}132 s per million",  # seed --tickets 1000000, measured under load
+        "kill -9 PID",  # try a worker crash in dev
+    ):
+        assert fact in readme

