@@ -69,11 +69,14 @@ def write_dev_record(home: Path, data_dir: Path, web_url: str, urls: dict[str, s
             return None
     except (OSError, ValueError, AttributeError):
         pass
-    home.mkdir(parents=True, exist_ok=True)
     body = {"pid": os.getpid(), "data_dir": str(data_dir.resolve()), "web": web_url, **urls}
     temp = record.with_suffix(f".{os.getpid()}.tmp")
-    temp.write_text(json.dumps(body, indent=2) + "\n")
-    temp.replace(record)  # readers never see half a file
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        temp.write_text(json.dumps(body, indent=2) + "\n")
+        temp.replace(record)  # readers never see half a file
+    except OSError:  # a read-only folder: dev still runs, other commands need --data-dir
+        return None
     return record
 
 

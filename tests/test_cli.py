@@ -326,3 +326,20 @@ def test_readme_says_what_a_new_machine_needs() -> None:
         "kill -9 PID",  # try a worker crash in dev
     ):
         assert fact in readme
+
+
+def test_a_stale_dev_pointer_is_ignored_and_replaced(tmp_path: Path) -> None:
+    from taskdesk.config import DEV_RECORD, recorded_dev_data_dir, write_dev_record
+
+    home = tmp_path / ".taskdesk"
+    home.mkdir()
+    other = subprocess.Popen(["sleep", "60"])  # alive, but not taskdesk: a reused pid
+    try:
+        for pid in (2**22 + 1, other.pid):  # beyond pid_max: a dev killed long ago
+            (home / DEV_RECORD).write_text(json.dumps({"pid": pid, "data_dir": "/elsewhere"}))
+            assert recorded_dev_data_dir(home) is None
+            assert write_dev_record(home, tmp_path / "data", "http://x/", {}) == home / DEV_RECORD
+            assert json.loads((home / DEV_RECORD).read_text())["pid"] == os.getpid()
+    finally:
+        other.kill()
+        other.wait()
