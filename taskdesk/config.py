@@ -4,9 +4,9 @@
 REDIS_URL. When one is empty and `taskdesk dev` has its private servers running under the data
 folder, the command uses those; otherwise it stops with a ConfigError that says what to do.
 
-The data folder is --data-dir, else DATA_DIR, else `.taskdesk`. A `taskdesk dev` started with
-another one leaves a pointer (DEV_RECORD) in that default folder while it runs, so the other
-commands find its servers without the flag.
+The data folder is --data-dir, else DATA_DIR, else `.taskdesk` (of the current folder, then of
+the checkout). A `taskdesk dev` started with another one leaves a pointer (DEV_RECORD) in the
+default folder while it runs, so the other commands find its servers without the flag.
 """
 
 from __future__ import annotations
@@ -100,14 +100,24 @@ def recorded_dev_data_dir(home: Path) -> Path | None:
     return Path(str(body.get("data_dir", "")))
 
 
+def _checkout_home() -> Path | None:
+    """`.taskdesk` of the checkout this package runs from (None when installed elsewhere)."""
+    top = Path(__file__).resolve().parent.parent
+    return top / ".taskdesk" if (top / "pyproject.toml").exists() else None
+
+
 def _candidate_roots(settings: Settings, data_dir: str | None) -> list[Path]:
-    """Where to look for dev servers: the flag's folder only, else the default folder and the
-    folder a running dev points to from there."""
+    """Where to look for dev servers: the chosen folder only (--data-dir or DATA_DIR); else the
+    default folder, the checkout's, and the folders a running dev points to from those."""
     root = data_root(settings, data_dir)
-    if data_dir:
+    if data_dir or os.environ.get("DATA_DIR"):
         return [root]
-    pointed = recorded_dev_data_dir(root)
-    return [root] if pointed is None or pointed == root.resolve() else [root, pointed]
+    out: list[Path] = []
+    for home in (root, _checkout_home()):
+        for candidate in (home, recorded_dev_data_dir(home) if home else None):
+            if candidate and all(candidate.resolve() != seen.resolve() for seen in out):
+                out.append(candidate)
+    return out
 
 
 def resolve_settings(data_dir: str | None = None, *, quiet: bool = False) -> Settings:
