@@ -29,6 +29,7 @@ class Api:
     def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         self.app = app
         self.client = client
+        self._cookies: dict[int, str] = {}  # one server-side session per user, made on first use
 
     @property
     def rt(self) -> Runtime:
@@ -38,7 +39,9 @@ class Api:
         if token is not None:
             return {"Authorization": f"Bearer {token}"}
         if user is not None:
-            return {"Cookie": f"{SESSION_COOKIE}={session_cookie(self.rt, user)}"}
+            if user not in self._cookies:
+                self._cookies[user] = session_cookie(self.rt, user)
+            return {"Cookie": f"{SESSION_COOKIE}={self._cookies[user]}"}
         return {}
 
     async def post(
