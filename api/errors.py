@@ -81,6 +81,9 @@ async def desk_error_handler(request: Request, exc: Exception) -> Response:
         task_id = getattr(exc.existing, "id", None)
         if task_id is not None:
             body["task_id"] = task_id
+    if request.url.path == "/graphql":  # GraphQL clients read errors[].extensions.code
+        error = {"message": exc.message, "extensions": {"code": exc.code}}
+        return JSONResponse({"errors": [error]}, status_code=exc.http_status, headers=headers)
     if wants_page(request):
         return HTMLResponse(_plain_page(exc), status_code=exc.http_status, headers=headers)
     return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)

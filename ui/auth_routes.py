@@ -16,7 +16,7 @@ from desk import throttle, users
 from desk.errors import NotFound
 from ui import i18n
 from ui.render import render
-from ui.route import UiRoute, csrf_exempt, redirect
+from ui.route import UiRoute, csrf_exempt, redirect, uncounted
 from ui.viewer import TEAM_COOKIE, PageViewer, safe_next
 
 router = APIRouter(route_class=UiRoute)
@@ -81,11 +81,14 @@ async def login(request: Request, rt: RuntimeDep) -> Response:
     await throttle.login_succeeded(rt, email, address)
     response = redirect(request, next_url)
     await start_session(rt, response, user.id)
-    response.delete_cookie(csrf.LOGIN_COOKIE, path="/login")
+    response.delete_cookie(
+        csrf.LOGIN_COOKIE, path="/login", secure=secure_cookies(rt), httponly=True, samesite="lax"
+    )
     return response
 
 
 @router.post("/logout")
+@uncounted
 async def logout(request: Request, rt: RuntimeDep) -> Response:
     response = redirect(request, "/login")
     await end_session(rt, request, response)

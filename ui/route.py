@@ -33,6 +33,12 @@ def csrf_exempt(endpoint: F) -> F:
     return endpoint
 
 
+def uncounted(endpoint: F) -> F:
+    """Mark a post that is not a change to budget (signing out must work when rate-limited)."""
+    endpoint.uncounted = True  # type: ignore[attr-defined]
+    return endpoint
+
+
 def redirect(request: Request, url: str) -> Response:
     """A 303 for a browser, an `HX-Redirect` for htmx (which would otherwise swap the page in).
     Only ever to a path on this site: anything else goes to the tickets."""
@@ -92,12 +98,14 @@ class UiRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         exempt = getattr(self.endpoint, "csrf_exempt", False)
+        counted = not getattr(self.endpoint, "uncounted", False)
 
         async def guarded(request: Request) -> Response:
             try:
                 if request.method not in csrf.SAFE_METHODS and not exempt:
                     await csrf.require_csrf(request.app.state.runtime, request)
-                    await _count_change(request)
+                    if counted:
+                        await _count_change(request)
                 return await handler(request)
             except (LoginRequired, Unauthenticated) as exc:
                 next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
