@@ -3,7 +3,8 @@
 `BodyLimit` wraps the ASGI `receive` channel: each chunk is counted before the application
 sees it, and the chunk that crosses the route's limit raises `BodyTooLarge` instead of being
 delivered — so nothing beyond the limit is buffered, parsed or spooled to disk, and the rest of
-the body is never pulled from the client. A declared Content-Length over the limit fails on the
+the body is never pulled from the client (the answer says `Connection: close`, so the server
+drops the connection instead of draining it). A declared Content-Length over the limit fails on the
 first read, before any byte is taken.
 
 `BodyTooLarge` is a `DeskError` (413): the pages (ui.route) render it as their form message,
@@ -70,20 +71,29 @@ class BodyLimit:
             return
         allowed, named, what = route_limit(self.settings, scope["path"])
         declared = _declared_length(scope)
-        seen = 0
+        seen, cut = 0, False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, cut
             if declared is not None and declared > allowed:
+                cut = True
                 raise BodyTooLarge(named, what)
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > allowed:
+                    cut = True
                     raise BodyTooLarge(named, what)
             return message
 
-        await self.app(scope, counted, send)
+        async def closing(message: Message) -> None:
+            # A body cut off is unread on the socket: `Connection: close` makes the server drop
+            # the connection after the answer instead of reading (and discarding) the rest.
+            if cut and message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
+            await send(message)
+
+        await self.app(scope, counted, closing)
 
 
 def _declared_length(scope: Scope) -> int | None:
