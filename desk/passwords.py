@@ -29,7 +29,8 @@ def verify_password(password_hash: str, password: str) -> bool:
     if not password_hash:
         return False
     try:
-        return _hasher.verify(password_hash, password)
+        # surrogatepass: a lone surrogate is just more bytes here, never an encoding error.
+        return _hasher.verify(password_hash, password.encode("utf-8", "surrogatepass"))
     except (VerificationError, InvalidHashError):
         return False
 

@@ -77,9 +77,10 @@ async def count_change(rt: Runtime, user_id: int) -> None:
 
 def _login_keys(rt: Runtime, email: str, address: str, window: int) -> list[str]:
     # The e-mail is hashed: Redis need not hold a list of who was tried.
-    account = hashlib.sha256(email.strip().lower().encode()).hexdigest()[:32]
+    account = email.strip().lower().encode("utf-8", "surrogatepass")
+    account_key = hashlib.sha256(account).hexdigest()[:32]
     base = f"{rt.settings.queue_prefix}:throttle:login"
-    return [f"{base}:account:{account}:{window}", f"{base}:address:{address}:{window}"]
+    return [f"{base}:account:{account_key}:{window}", f"{base}:address:{address}:{window}"]
 
 
 async def login_attempt(rt: Runtime, email: str, address: str) -> None:

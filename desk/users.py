@@ -37,13 +37,18 @@ async def get_user(rt: Runtime, user_id: int) -> User | None:
 async def authenticate(rt: Runtime, email: str, password: str) -> User | None:
     """The user whose e-mail and password these are, else None. The password check runs off
     the event loop and costs the same for an unknown e-mail (see desk.passwords)."""
-    async with rt.engine.connect() as conn:
-        row = (
-            await conn.execute(
-                sa.text("SELECT * FROM app_user WHERE lower(email) = lower(:e)"),
-                {"e": email.strip()},
-            )
-        ).first()
+    email = email.strip()
+    row = None
+    # An address no account can have (NUL, control characters, too long) is not looked up —
+    # PostgreSQL refuses NUL in text — but it costs the same hash as any unknown address.
+    if 0 < len(email) <= 320 and email.isprintable():
+        async with rt.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.text("SELECT * FROM app_user WHERE lower(email) = lower(:e)"),
+                    {"e": email},
+                )
+            ).first()
     threads = rt.settings.password_hash_threads
     stored = row.password_hash if row is not None else None
     if not await check_password(stored, password, threads=threads) or row is None:

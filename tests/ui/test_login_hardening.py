@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -140,3 +141,21 @@ async def test_status_reads_stay_fast_while_wrong_passwords_are_checked(
     # On the loop, each read waited for the guessers' hashes (several times one_hash); off it, a
     # read costs about what it did alone. Generous: two shared cores, other test runs.
     assert loaded < max(5 * baseline, one_hash), (baseline, one_hash, loaded)
+
+
+async def test_odd_characters_in_the_sign_in_form_are_a_wrong_password(web, world, with_password):
+    async with web() as c:
+        for email, password in (("chen\x00@acme.test", PASSWORD), ("chen@acme.test", "\x00\ud800"),
+                                ("x" * 5000, "pw"), ("\u2028", "pw")):  # fmt: skip
+            form = (await c.get("/login")).text
+            token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+            body = {"csrf_token": token, "email": email, "password": password}
+            encoded = "&".join(
+                f"{k}={quote(v, encoding='utf-8', errors='surrogatepass')}" for k, v in body.items()
+            )
+            r = await c.post(
+                "/login",
+                content=encoded.encode(),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            )
+            assert r.status_code == 401 and "do not match" in r.text, (email, r.text[:200])
