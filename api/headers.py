@@ -2,8 +2,9 @@
 Security Policy the pages satisfy — they load only their own scripts and styles from /static
 and use no inline script, inline style or eval (htmx runs with `allowEval: false`).
 
-GraphiQL (`GET /graphql`, outside production only) is the one page with inline script and
-style, so it gets a policy of its own that still forbids framing.
+GraphiQL (`GET /graphql`, outside production only, and its files under /static/graphiql/) is
+the one page with inline script and style, so it gets a policy of its own that still forbids
+framing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ GRAPHIQL_CSP = (
     "font-src 'self' data: https://unpkg.com; connect-src 'self'; worker-src 'self' blob:; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+GRAPHIQL_FILES = "/static/graphiql/"
 COMMON = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -40,7 +42,8 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = GRAPHIQL_CSP if scope["path"] == "/graphql" else PAGES_CSP
+        path = scope["path"]
+        csp = GRAPHIQL_CSP if path == "/graphql" or path.startswith(GRAPHIQL_FILES) else PAGES_CSP
         extra = [*COMMON, (b"content-security-policy", csp.encode())]
         if self.prod:
             extra.append(HSTS)  # prod is served over HTTPS (its cookies are Secure)
