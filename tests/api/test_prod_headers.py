@@ -161,3 +161,14 @@ async def test_hx_redirect_never_carries_a_foreign_or_broken_next(web, world) ->
         good = "/tickets?q=a b&status=OPEN"
         r = await c.get("/login", params={"next": good}, headers={"HX-Request": "true"})
         assert r.headers["HX-Redirect"] == good
+
+
+async def test_graphiql_gets_its_own_policy_and_still_cannot_be_framed(web) -> None:
+    async with web() as c:  # dev/test: GraphiQL is served
+        r = await c.get("/graphql", headers={"Accept": "text/html"})
+        assert r.status_code == 200
+        csp = r.headers["content-security-policy"]
+        assert "'unsafe-inline'" in csp and "frame-ancestors 'none'" in csp
+        assert r.headers["x-frame-options"] == "DENY"
+        pages = (await c.get("/login")).headers["content-security-policy"]
+        assert "'unsafe-inline'" not in pages
