@@ -37,6 +37,15 @@ async def open_session(rt: Runtime, user_id: int) -> tuple[str, Session]:
     csrf = secrets.token_urlsafe(24)
     now = rt.clock()
     async with rt.engine.begin() as conn:
+        # Housekeeping without a sweeper: a user's ended sessions go when they sign in again,
+        # so the table holds about one row per live browser.
+        await conn.execute(
+            sa.text(
+                "DELETE FROM web_session WHERE user_id = :u "
+                "AND (revoked_at IS NOT NULL OR expires_at <= :now)"
+            ),
+            {"u": user_id, "now": now},
+        )
         await conn.execute(
             sa.text(
                 "INSERT INTO web_session (id, user_id, csrf, created_at, expires_at) "

@@ -93,3 +93,13 @@ async def test_a_session_expires_after_its_max_age(page_as, clock, world, with_p
     assert await signed_in_with(page_as, cookie)
     clock.advance(2 * 24 * 3600)
     assert not await signed_in_with(page_as, cookie)
+
+
+async def test_ended_sessions_are_cleared_at_the_next_sign_in(page_as, rt, world, with_password):
+    for _ in range(3):
+        await sign_in(await page_as(None), "chen@acme.test")
+    await users.set_password(rt, world.staff, PASSWORD)  # ends all three
+    await sign_in(await page_as(None), "chen@acme.test")
+    async with rt.engine.connect() as conn:
+        q = sa.text("SELECT count(*), count(revoked_at) FROM web_session WHERE user_id = :u")
+        assert tuple((await conn.execute(q, {"u": world.staff})).one()) == (1, 0)
