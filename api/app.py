@@ -105,11 +105,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for name in ("database_url", "redis_url"):
         if not getattr(settings, name):
             raise ConfigError(f"{name.upper()} is not set: run `taskdesk dev`, or set it")
-    app = FastAPI(title="taskdesk", lifespan=lifespan)
+    prod = settings.taskdesk_env is Env.PROD
+    # Production publishes no API docs (like GraphiQL, they are for development).
+    app = FastAPI(
+        title="taskdesk",
+        lifespan=lifespan,
+        docs_url=None if prod else "/docs",
+        redoc_url=None if prod else "/redoc",
+        openapi_url=None if prod else "/openapi.json",
+    )
     app.state.settings = settings
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
     # Outermost last: headers go on every answer, the body cap on every read.
     app.add_middleware(BodyLimit, settings=settings)
-    app.add_middleware(SecurityHeaders, prod=settings.taskdesk_env is Env.PROD)
+    app.add_middleware(SecurityHeaders, prod=prod)
     mount(app, settings)
     return app

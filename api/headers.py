@@ -25,6 +25,15 @@ GRAPHIQL_CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 GRAPHIQL_FILES = "/static/graphiql/"
+# FastAPI's own API docs (dev and test only: production serves none) load from a CDN.
+API_DOCS = frozenset({"/docs", "/redoc"})
+API_DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly; "
+    "font-src 'self' https://fonts.gstatic.com; connect-src 'self'; worker-src 'self' blob:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
 COMMON = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -42,8 +51,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
-        csp = GRAPHIQL_CSP if path == "/graphql" or path.startswith(GRAPHIQL_FILES) else PAGES_CSP
+        csp = _policy(scope["path"])
         extra = [*COMMON, (b"content-security-policy", csp.encode())]
         if self.prod:
             extra.append(HSTS)  # prod is served over HTTPS (its cookies are Secure)
@@ -56,3 +64,9 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _policy(path: str) -> str:
+    if path == "/graphql" or path.startswith(GRAPHIQL_FILES):
+        return GRAPHIQL_CSP
+    return API_DOCS_CSP if path in API_DOCS else PAGES_CSP

@@ -75,6 +75,8 @@ async def test_prod_cookies_are_secure_and_pages_cannot_be_framed(web, rt, world
         assert r.status_code == 303 and "; Secure" in cookies_of(r)["taskdesk_team"]
         r = await c.post("/logout", data={"csrf_token": csrf})
         assert "; Secure" in cookies_of(r)["taskdesk_session"]  # the deletion, too
+        assert (await c.get("/docs")).status_code == 404  # no API docs in production
+        assert (await c.get("/openapi.json")).status_code == 404
         for url in ("/health", "/static/ui.css", "/nowhere"):
             r = await c.get(url)
             assert r.headers["x-content-type-options"] == "nosniff", url
