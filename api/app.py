@@ -1,24 +1,23 @@
 """The web application: `create_app()` builds it, its lifespan opens and closes the Runtime.
 
-Nothing is created at import time. Routers are mounted in one place (MOUNTS, below), and the
-domain's expected errors (`desk.errors.DeskError`) become 4xx answers here — JSON for API
-clients, a small HTML page for browsers — never a 500.
+Nothing is created at import time. Routers are mounted in one place (MOUNTS, below). Failures
+leave through api/errors.py (domain errors as 4xx, a database outage as 503), request bodies are
+capped while read (api/limits.py) and every answer gets the security headers (api/headers.py).
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import HTMLResponse
 
+from api import errors
+from api.headers import SecurityHeaders
 from api.limits import BodyLimit
-from desk.errors import DeskError, QuotaExceeded, TaskConflict
 from desk.runtime import Runtime
-from desk.settings import ConfigError, Settings, load_settings
+from desk.settings import ConfigError, Env, Settings, load_settings
 
 # --- Routers ----------------------------------------------------------------------------------
 # Every router is mounted by one function here, in order (the first route that matches wins).
@@ -71,7 +70,7 @@ PLACEHOLDER = """<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>taskdesk</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
-<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
+<body>
 <h1>taskdesk</h1>
 <p>A helpdesk whose slow work runs in the background and is never lost.</p>
 <p>The pages come soon. Meanwhile, try the API in <a href="/graphql">GraphiQL</a>
@@ -84,41 +83,6 @@ or look at <a href="/health">/health</a>.</p>
 @home.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def placeholder_home() -> HTMLResponse:
     return HTMLResponse(PLACEHOLDER)
-
-
-# --- Expected errors --------------------------------------------------------------------------
-
-
-def _wants_html(request: Request) -> bool:
-    accept = request.headers.get("accept", "")
-    return "text/html" in accept and "application/json" not in accept
-
-
-def _error_page(exc: DeskError) -> str:
-    message = html.escape(exc.message)
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{exc.http_status} · taskdesk</title></head><body>"
-        f'<h1>{exc.http_status}</h1><p class="error">{message}</p>'
-        '<p><a href="/">Back to taskdesk</a></p></body></html>'
-    )
-
-
-async def desk_error_handler(request: Request, exc: Exception) -> Response:
-    """Turn a domain error into its 4xx status with its message."""
-    assert isinstance(exc, DeskError)
-    headers: dict[str, str] = {}
-    body: dict[str, object] = {"code": exc.code, "message": exc.message}
-    if isinstance(exc, QuotaExceeded):
-        seconds = max(1, int((exc.retry_after - datetime.now(UTC)).total_seconds()))
-        headers["Retry-After"] = str(seconds)
-    if isinstance(exc, TaskConflict):
-        task_id = getattr(exc.existing, "id", None)
-        if task_id is not None:
-            body["task_id"] = task_id
-    if request.headers.get("hx-request") or _wants_html(request):
-        return HTMLResponse(_error_page(exc), status_code=exc.http_status, headers=headers)
-    return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 
 # --- The factory ------------------------------------------------------------------------------
@@ -141,9 +105,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for name in ("database_url", "redis_url"):
         if not getattr(settings, name):
             raise ConfigError(f"{name.upper()} is not set: run `taskdesk dev`, or set it")
-    app = FastAPI(title="taskdesk", lifespan=lifespan)
+    prod = settings.taskdesk_env is Env.PROD
+    # Production publishes no API docs (like GraphiQL, they are for development).
+    app = FastAPI(
+        title="taskdesk",
+        lifespan=lifespan,
+        docs_url=None if prod else "/docs",
+        redoc_url=None if prod else "/redoc",
+        openapi_url=None if prod else "/openapi.json",
+    )
     app.state.settings = settings
-    app.add_exception_handler(DeskError, desk_error_handler)
-    app.add_middleware(BodyLimit, max_bytes=settings.import_max_bytes)
+    errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
+    # Outermost last: headers go on every answer, the body cap on every read.
+    app.add_middleware(BodyLimit, settings=settings)
+    app.add_middleware(SecurityHeaders, prod=prod)
     mount(app, settings)
     return app

@@ -1,28 +1,29 @@
-"""Who is calling: the signed session cookie (pages, GraphiQL) or an API bearer token.
+"""Who is calling: the session cookie (pages, GraphiQL) or an API bearer token.
 
-The session cookie carries the user id and that session's CSRF token; it is HttpOnly,
-SameSite=Lax and signed with SECRET_KEY. Membership is never cached here: desk/ reads it from the
-database on every call.
+The session cookie carries a signed, random session secret; the session itself (user, CSRF
+token, expiry, revocation) lives in PostgreSQL (`desk.sessions`), so logout, a password change
+and a member's removal end it server-side. The cookie is HttpOnly, SameSite=Lax, Secure in
+production. Membership is never cached here: desk/ reads it from the database on every call.
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.requests import HTTPConnection
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from desk import users
+from desk import sessions, users
 from desk.errors import Unauthenticated
 from desk.runtime import Runtime
+from desk.sessions import SESSION_MAX_AGE, Session
 from desk.settings import Env
 
 SESSION_COOKIE = "taskdesk_session"
-SESSION_MAX_AGE = 14 * 24 * 3600
+_CACHE = "taskdesk_session"  # request.state: one lookup per request, however many readers
 
 
 @dataclass(frozen=True)
@@ -43,35 +44,59 @@ def _serializer(rt: Runtime) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(rt.settings.secret_key, salt="taskdesk-session")
 
 
-def read_session(rt: Runtime, conn: HTTPConnection) -> dict[str, Any] | None:
+def session_secret(rt: Runtime, conn: HTTPConnection) -> str | None:
+    """The session secret of a validly signed cookie (the signature spares forged cookies a
+    database read), else None. Cookies of the old format (a bare user id) no longer sign in."""
     raw = conn.cookies.get(SESSION_COOKIE)
-    if not raw:
+    if not raw or len(raw) > 512:
         return None
     try:
         data = _serializer(rt).loads(raw, max_age=SESSION_MAX_AGE)
     except BadSignature:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("uid"), int) else None
+    sid = data.get("sid") if isinstance(data, dict) else None
+    return sid if isinstance(sid, str) else None
 
 
-def start_session(rt: Runtime, response: Response, user_id: int) -> str:
-    """Sign the user in on `response`; returns the new session's CSRF token."""
-    csrf = secrets.token_urlsafe(24)
-    value = _serializer(rt).dumps({"uid": user_id, "csrf": csrf})
+async def read_session(rt: Runtime, conn: HTTPConnection) -> Session | None:
+    """The live session behind the request's cookie (looked up once per request)."""
+    state = conn.scope.setdefault("state", {})
+    if _CACHE in state:
+        return state[_CACHE]  # type: ignore[no-any-return]
+    secret = session_secret(rt, conn)
+    found = await sessions.lookup(rt, secret) if secret else None
+    state[_CACHE] = found
+    return found
+
+
+def secure_cookies(rt: Runtime) -> bool:
+    return rt.settings.taskdesk_env is Env.PROD
+
+
+async def start_session(rt: Runtime, response: Response, user_id: int) -> str:
+    """Sign the user in on `response` (a new server-side session); returns its CSRF token."""
+    secret, session = await sessions.open_session(rt, user_id)
     response.set_cookie(
         SESSION_COOKIE,
-        value,
+        _serializer(rt).dumps({"sid": secret}),
         max_age=SESSION_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=rt.settings.taskdesk_env is Env.PROD,
+        secure=secure_cookies(rt),
         path="/",
     )
-    return csrf
+    return session.csrf
 
 
-def end_session(response: Response) -> None:
-    response.delete_cookie(SESSION_COOKIE, path="/")
+async def end_session(rt: Runtime, conn: HTTPConnection, response: Response) -> None:
+    """Logout: the session is revoked server-side, so a copy of the cookie is worthless."""
+    secret = session_secret(rt, conn)
+    if secret:
+        await sessions.revoke(rt, secret)
+    conn.scope.setdefault("state", {})[_CACHE] = None
+    response.delete_cookie(
+        SESSION_COOKIE, path="/", secure=secure_cookies(rt), httponly=True, samesite="lax"
+    )
 
 
 async def identify(rt: Runtime, conn: HTTPConnection) -> Caller | None:
@@ -82,10 +107,10 @@ async def identify(rt: Runtime, conn: HTTPConnection) -> Caller | None:
         if uid is None:
             raise Unauthenticated("That API token is unknown or revoked.")
         return Caller(uid, "token")
-    session = read_session(rt, conn)
+    session = await read_session(rt, conn)
     if session is None:
         return None
-    return Caller(int(session["uid"]), "cookie", str(session.get("csrf", "")))
+    return Caller(session.user_id, "cookie", session.csrf)
 
 
 async def optional_caller(request: Request, rt: RuntimeDep) -> Caller | None:

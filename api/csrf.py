@@ -14,10 +14,9 @@ from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from api.auth import read_session
+from api.auth import read_session, secure_cookies
 from desk.errors import DeskError, Unauthenticated
 from desk.runtime import Runtime
-from desk.settings import Env
 
 HEADER = "x-csrf-token"
 FIELD = "csrf_token"
@@ -51,10 +50,10 @@ async def submitted_token(request: Request) -> str | None:
 
 async def require_csrf(rt: Runtime, request: Request) -> None:
     """Refuse a state-changing request whose token does not match the signed-in session's."""
-    session = read_session(rt, request)
+    session = await read_session(rt, request)
     if session is None:
         raise Unauthenticated()
-    if not _matches(str(session.get("csrf", "")), await submitted_token(request)):
+    if not _matches(session.csrf, await submitted_token(request)):
         raise CsrfRefused()
 
 
@@ -79,7 +78,7 @@ def issue_login_token(rt: Runtime, request: Request, response: Response) -> str:
         max_age=LOGIN_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=rt.settings.taskdesk_env is Env.PROD,
+        secure=secure_cookies(rt),
         path="/login",
     )
     return token

@@ -1,40 +1,103 @@
-"""A cap on request bodies: nothing larger than an import file (plus room for the form around
-it) is read, parsed or spooled to disk by any route."""
+"""A cap on every request body, counted while it is read — with a Content-Length or chunked.
+
+`BodyLimit` wraps the ASGI `receive` channel: each chunk is counted before the application
+sees it, and the chunk that crosses the route's limit raises `BodyTooLarge` instead of being
+delivered — so nothing beyond the limit is buffered, parsed or spooled to disk, and the rest of
+the body is never pulled from the client (the answer says `Connection: close`, so the server
+drops the connection instead of draining it). A declared Content-Length over the limit fails on the
+first read, before any byte is taken.
+
+`BodyTooLarge` is a `DeskError` (413): the pages (ui.route) render it as their form message,
+the plain routes and GraphQL answer it as JSON; its message names the route's limit, not the
+bytes that happened to arrive.
+"""
 
 from __future__ import annotations
 
-import json
+import re
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-SLACK = 1 << 20  # multipart boundaries and the other form fields
+from desk.errors import DeskError
+from desk.settings import Settings
+
+GRAPHQL_MAX_BYTES = 64 * 1024  # schema.app refuses larger operations too
+LOGIN_MAX_BYTES = 16 * 1024  # an e-mail, a password, a token and `next`
+UPLOAD_SLACK = 64 * 1024  # multipart framing and the small fields around the file
+UPLOAD_ROUTES = re.compile(r"^/(imports|teams/[^/]+/imports/uploads)/?$")
+
+
+class BodyTooLarge(DeskError):
+    """The request is too large."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        super().__init__(f"{what} can be at most {size_text(limit)}.")
+
+
+def size_text(n: int) -> str:
+    """50 MiB, 64 KiB: a limit as people read it (binary units, as the defaults are set)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def route_limit(settings: Settings, path: str) -> tuple[int, int, str]:
+    """(bytes the body may have, the limit to name, what is limited) for a request path."""
+    if path == "/graphql":
+        return GRAPHQL_MAX_BYTES, GRAPHQL_MAX_BYTES, "A GraphQL request"
+    if path == "/login":
+        return LOGIN_MAX_BYTES, LOGIN_MAX_BYTES, "The sign-in form"
+    if UPLOAD_ROUTES.match(path):
+        # The file may be IMPORT_MAX_BYTES; the form around it gets a little room on top.
+        limit = settings.import_max_bytes
+        return limit + UPLOAD_SLACK, limit, "An import file"
+    return settings.form_max_bytes, settings.form_max_bytes, "A form"
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.max_bytes = max_bytes + SLACK
+        self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"")
-            if length.isdigit() and int(length) > self.max_bytes:
-                await _too_large(send, self.max_bytes)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        allowed, named, what = route_limit(self.settings, scope["path"])
+        declared = _declared_length(scope)
+        seen, cut = 0, False
+
+        async def counted() -> Message:
+            nonlocal seen, cut
+            if declared is not None and declared > allowed:
+                cut = True
+                raise BodyTooLarge(named, what)
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > allowed:
+                    cut = True
+                    raise BodyTooLarge(named, what)
+            return message
+
+        async def closing(message: Message) -> None:
+            # A body cut off is unread on the socket: `Connection: close` makes the server drop
+            # the connection after the answer instead of reading (and discarding) the rest.
+            if cut and message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
+            await send(message)
+
+        await self.app(scope, counted, closing)
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    message = f"The request is larger than {limit // 2**20} MB."
-    body = json.dumps({"error": {"code": "PAYLOAD_TOO_LARGE", "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() and len(value) < 20 else None
+    return None

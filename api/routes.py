@@ -1,15 +1,21 @@
-"""Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports."""
+"""Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports.
+
+/health detail and /metrics are for operators only (api.ops): anyone else gets a plain `ok`
+(or `unavailable`, 503) from /health and "not found" from /metrics.
+"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 from starlette.datastructures import UploadFile as StarletteUploadFile
 
 from api.auth import CurrentCaller, RuntimeDep
 from api.csrf import require_csrf
+from api.limits import BodyTooLarge
+from api.ops import OpsAccess, OpsViewer
 from desk import health, imports, tasks
 from desk.errors import ValidationProblem
 
@@ -17,13 +23,17 @@ router = APIRouter()
 
 
 @router.get("/health", tags=["ops"])
-async def get_health(rt: RuntimeDep) -> JSONResponse:
-    """200 when Redis answers, a worker is alive and nothing waits overdue; 503 otherwise."""
+async def get_health(rt: RuntimeDep, detail: OpsViewer) -> Response:
+    """200 when Redis answers, a worker is alive and nothing waits overdue; 503 otherwise.
+    Operators get the report; anyone else only `ok` / `unavailable`."""
     report = await health.check(rt)
-    return JSONResponse(report.as_dict(), status_code=200 if report.ok else 503)
+    status = 200 if report.ok else 503
+    if not detail:
+        return PlainTextResponse("ok" if report.ok else "unavailable", status_code=status)
+    return JSONResponse(report.as_dict(), status_code=status)
 
 
-@router.get("/metrics", tags=["ops"])
+@router.get("/metrics", tags=["ops"], dependencies=[OpsAccess])
 async def metrics(rt: RuntimeDep) -> Response:
     registry = CollectorRegistry()
     by_status = Gauge(
@@ -83,6 +93,8 @@ async def upload_import_file(
     if not isinstance(upload, StarletteUploadFile):
         raise ValidationProblem("file", "send the CSV as the multipart field `file`")
     data = await upload.read(rt.settings.import_max_bytes + 1)
+    if len(data) > rt.settings.import_max_bytes:
+        raise BodyTooLarge(rt.settings.import_max_bytes, "An import file")
     stored = await imports.store_upload(
         rt, caller.user_id, team_id, upload.filename or "upload.csv", data
     )

@@ -4,7 +4,7 @@
 `bench.baseline_app:create_app`) in its own uvicorn process on a free loopback port — one
 process, no access log, the same flags for both. `wrk()` drives it from another process (wrk,
 one thread, N connections, a fixed duration) and returns its summary. `session_cookie()` signs a
-user in the way the sign-in page does (api.auth.start_session).
+user in the way the sign-in page does (a web_session row, as tests/sessions.py makes).
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from starlette.responses import Response
 
 from bench import procs
 from bench.profiling import recording
@@ -92,13 +90,9 @@ def _answers(base: str) -> bool:
 
 def session_cookie(settings: Settings, user_id: int) -> str:
     """`taskdesk_session=…` for `user_id`, signed with the app's key as at sign-in."""
-    from api.auth import SESSION_COOKIE, start_session
+    from tests.sessions import cookie_header  # a server-side session row, as at sign-in
 
-    response = Response()
-    start_session(SimpleNamespace(settings=settings), response, user_id)  # type: ignore[arg-type]
-    header = response.headers["set-cookie"]
-    value = header.split(";", 1)[0].split("=", 1)[1]
-    return f"{SESSION_COOKIE}={value}"
+    return cookie_header(settings, user_id)
 
 
 def lua_request(method: str, headers: dict[str, str], body: str | None = None) -> str:

@@ -16,7 +16,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access
+from desk import access, sessions
 from desk.errors import NotFound, ValidationProblem
 from desk.models import Role
 from desk.runtime import Runtime
@@ -179,4 +179,7 @@ async def remove_member(rt: Runtime, user_id: int, team_id: int, member_id: int)
             {"t": team_id, "u": member_id},
         )
         await _unassign(conn, team_id, member_id, rt.clock())
+        # Their signed-in browsers end too: pages re-check membership anyway, but a removed
+        # person must sign in again to see even their other teams (issue 12).
+        await sessions.revoke_all(rt, member_id, conn)
         return current

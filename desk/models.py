@@ -296,3 +296,17 @@ class ImportRejection(SQLModel, table=True):
     row_number: int = Field(primary_key=True)
     column_name: str = Field(max_length=100)
     reason: str = Field(max_length=500)
+
+
+class WebSession(SQLModel, table=True):
+    """A signed-in browser: the cookie carries `id` (random, unguessable); ending it server-side
+    (logout, password change, member removal) is setting `revoked_at`."""
+
+    __tablename__ = "web_session"
+
+    id: str = Field(primary_key=True, max_length=64)
+    user_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    csrf: str = Field(max_length=64)
+    created_at: datetime = _now_col()
+    expires_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    revoked_at: datetime | None = _tz()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from functools import cached_property
 
@@ -63,6 +64,19 @@ class Settings(BaseSettings):
 
     mutation_rate_per_minute: int = Field(default=120, ge=1)
 
+    # Request bodies are counted while they are read (api/limits.py): page forms at this size,
+    # sign-in and GraphQL at their own small fixed sizes, import uploads at IMPORT_MAX_BYTES.
+    form_max_bytes: int = Field(default=1024 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
+    login_window_seconds: int = Field(default=900, ge=10, le=86_400)
+    login_max_per_account: int = Field(default=10, ge=1, le=10_000)
+    login_max_per_address: int = Field(default=100, ge=1, le=100_000)
+    # argon2 runs in this many threads at most, off the event loop (each hash takes ~64 MiB).
+    password_hash_threads: int = Field(default=2, ge=1, le=64)
+    # /health detail and /metrics: a bearer token, and/or client addresses or networks
+    # ("10.0.0.0/8,127.0.0.1"). With neither, only dev/test show them; prod says a plain "ok".
+    ops_token: str = Field(default="", max_length=256)
+    ops_allowed_addresses: str = Field(default="", max_length=2000)
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str) -> str:
@@ -86,6 +100,28 @@ class Settings(BaseSettings):
                 "production (e.g. `openssl rand -hex 32`)"
             )
         return v
+
+    @field_validator("ops_token")
+    @classmethod
+    def _check_ops_token(cls, v: str) -> str:
+        if v and len(v) < 16:
+            raise ValueError("at least 16 characters (or empty to accept no token)")
+        return v
+
+    @field_validator("ops_allowed_addresses")
+    @classmethod
+    def _check_ops_addresses(cls, v: str) -> str:
+        for item in filter(None, (x.strip() for x in v.split(","))):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network") from None
+        return v
+
+    @cached_property
+    def ops_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        items = (x.strip() for x in self.ops_allowed_addresses.split(","))
+        return tuple(ipaddress.ip_network(x, strict=False) for x in items if x)
 
     @model_validator(mode="after")
     def _check_retry(self) -> Settings:

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk import lookups
+from desk import lookups, throttle
 from desk.errors import DeskError, RateLimited, Unauthenticated
 from desk.fastread import ReadPool
 from desk.models import Ticket
@@ -113,30 +112,16 @@ def ctx_of(info: Info) -> Context:
     return info.context  # type: ignore[no-any-return]
 
 
-def rate_key(rt: Runtime, user_id: int, window: int) -> str:
-    return f"{rt.settings.queue_prefix}:ratelimit:mutation:{user_id}:{window}"
-
-
 async def mutation_caller(info: Info) -> tuple[Context, int]:
-    """For every mutation: the caller (or UNAUTHENTICATED), counted against a fixed one-minute
-    window in Redis (or RATE_LIMITED). Redis trouble lets the mutation through: triggers must keep
-    working while Redis is down (the dispatcher sends their tasks later)."""
+    """For every mutation: the caller (or UNAUTHENTICATED), counted against the per-user change
+    budget that page form posts share (desk.throttle; RATE_LIMITED beyond it). Redis trouble
+    lets the mutation through: triggers must keep working while Redis is down."""
     ctx = ctx_of(info)
     user_id = ctx.user_id
-    rt = ctx.rt
-    window = int(ctx.now().timestamp() // 60)
-    key = rate_key(rt, user_id, window)
     try:
-        async with rt.redis.pipeline(transaction=False) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, 120)
-            count, _ = await pipe.execute()
-    except (RedisError, OSError, TimeoutError) as exc:
-        log.warning("mutation rate limit skipped, Redis unavailable: %s", exc)
-        return ctx, user_id
-    limit = rt.settings.mutation_rate_per_minute
-    if int(count) > limit:
-        fail(RateLimited(f"At most {limit} changes a minute per user; try again in a minute."))
+        await throttle.count_change(ctx.rt, user_id)
+    except RateLimited as exc:
+        fail(exc)
     return ctx, user_id
 
 

@@ -9,7 +9,7 @@ import strawberry
 from strawberry import ID
 
 from desk import lookups, users
-from desk.errors import NotFound
+from desk.errors import NotAllowed, NotFound
 from desk.models import ApiToken as ApiTokenRow
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
@@ -67,6 +67,10 @@ class TokenMutation:
     @strawberry.mutation(description="Create an API token for yourself.")
     async def create_api_token(self, info: strawberry.Info, name: str) -> CreateTokenResult | None:
         async def run(ctx: Context, user_id: int) -> NewApiToken:
+            # A token cannot mint tokens: otherwise a leaked token could outlive its revocation
+            # through the children it made. New tokens need a signed-in person (or the CLI).
+            if getattr(ctx.caller, "via", None) == "token":
+                raise NotAllowed("API tokens cannot create API tokens; sign in to create one.")
             row, token = await users.create_token(ctx.rt, user_id, name)
             return NewApiToken(token=token, api_token=ApiToken.from_model(row))
 

@@ -1,17 +1,22 @@
 """Sign-in and out, and the team switcher. After signing in, people land where they were going
-(`next`, only ever a path on this site)."""
+(`next`, only ever a path on this site).
+
+Sign-in is throttled per account and per client address (desk.throttle, shared through Redis)
+before any password is checked; a throttled form says how long to wait, with 429 and
+`Retry-After`. Signing out revokes the session server-side, so a copied cookie stops working.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
 from api import csrf
-from api.auth import RuntimeDep, end_session, read_session, start_session
-from desk import users
+from api.auth import RuntimeDep, end_session, read_session, secure_cookies, start_session
+from desk import throttle, users
 from desk.errors import NotFound
 from ui import i18n
 from ui.render import render
-from ui.route import UiRoute, csrf_exempt, redirect
+from ui.route import UiRoute, csrf_exempt, redirect, uncounted
 from ui.viewer import TEAM_COOKIE, PageViewer, safe_next
 
 router = APIRouter(route_class=UiRoute)
@@ -19,7 +24,7 @@ router = APIRouter(route_class=UiRoute)
 
 @router.get("/login")
 async def login_form(request: Request, rt: RuntimeDep, next: str = "/tickets") -> Response:
-    if read_session(rt, request) is not None:
+    if await read_session(rt, request) is not None:
         return redirect(request, safe_next(next))
     response = Response()
     token = csrf.issue_login_token(rt, request, response)
@@ -29,11 +34,32 @@ async def login_form(request: Request, rt: RuntimeDep, next: str = "/tickets") -
 
 
 def _login_page(
-    request: Request, token: str, next_url: str, *, email: str, failed: bool
+    request: Request,
+    token: str,
+    next_url: str,
+    *,
+    email: str,
+    failed: bool,
+    throttled: throttle.LoginThrottled | None = None,
 ) -> Response:
     locale = i18n.pick(None, request.headers.get("accept-language"))
-    context = {"v": None, "token": token, "next": next_url, "email": email, "failed": failed}
+    context = {
+        "v": None,
+        "token": token,
+        "next": next_url,
+        "email": email,
+        "failed": failed,
+        "throttled": throttled,
+    }
+    if throttled is not None:
+        headers = {"Retry-After": str(throttled.retry_after_seconds)}
+        return render(request, "login.html", context, status=429, headers=headers, locale=locale)
     return render(request, "login.html", context, status=401 if failed else 200, locale=locale)
+
+
+def client_address(request: Request) -> str:
+    # The peer as uvicorn reports it (behind a proxy, run uvicorn with --forwarded-allow-ips).
+    return request.client.host if request.client else "unknown"
 
 
 @router.post("/login")
@@ -41,32 +67,51 @@ def _login_page(
 async def login(request: Request, rt: RuntimeDep) -> Response:
     await csrf.require_login_csrf(rt, request)
     form = await request.form()
-    email, password = str(form.get("email") or ""), str(form.get("password") or "")
+    email, password = str(form.get("email") or "")[:320], str(form.get("password") or "")
     next_url = safe_next(str(form.get("next") or ""))
+    token = str(form.get(csrf.FIELD) or "")
+    address = client_address(request)
+    try:
+        await throttle.login_attempt(rt, email, address)
+    except throttle.LoginThrottled as exc:
+        return _login_page(request, token, next_url, email=email, failed=False, throttled=exc)
     user = await users.authenticate(rt, email, password)
     if user is None or user.id is None:
-        token = str(form.get(csrf.FIELD) or "")
         return _login_page(request, token, next_url, email=email, failed=True)
+    await throttle.login_succeeded(rt, email, address)
     response = redirect(request, next_url)
-    start_session(rt, response, user.id)
-    response.delete_cookie(csrf.LOGIN_COOKIE, path="/login")
+    await start_session(rt, response, user.id)
+    response.delete_cookie(
+        csrf.LOGIN_COOKIE, path="/login", secure=secure_cookies(rt), httponly=True, samesite="lax"
+    )
     return response
 
 
 @router.post("/logout")
-async def logout(request: Request) -> Response:
+@uncounted
+async def logout(request: Request, rt: RuntimeDep) -> Response:
     response = redirect(request, "/login")
-    end_session(response)
+    await end_session(rt, request, response)
     return response
 
 
 @router.post("/team")
-async def switch_team(request: Request, v: PageViewer) -> Response:
+async def switch_team(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     """Work in another of my teams; a team I am not in does not exist."""
     form = await request.form()
     raw = str(form.get("team_id") or "")
-    if not raw.isdigit() or int(raw) not in {t.team_id for t in v.teams}:
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 10) or int(raw) not in {
+        t.team_id for t in v.teams
+    }:
         raise NotFound("Team not found.")
     response = redirect(request, safe_next(str(form.get("next") or "/tickets")))
-    response.set_cookie(TEAM_COOKIE, raw, max_age=365 * 24 * 3600, samesite="lax", path="/")
+    response.set_cookie(
+        TEAM_COOKIE,
+        raw,
+        max_age=365 * 24 * 3600,
+        samesite="lax",
+        path="/",
+        httponly=True,
+        secure=secure_cookies(rt),
+    )
     return response

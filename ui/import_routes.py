@@ -12,7 +12,6 @@ The rules stay in `desk`: this module only reads the upload with a bound on its 
 
 from __future__ import annotations
 
-import contextlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -21,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from api.auth import RuntimeDep
+from api.limits import BodyTooLarge, size_text
 from desk import exports, imports, members, tasks
 from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
 from desk.models import TaskKind, TaskStatus
@@ -33,7 +33,6 @@ from ui.viewer import FragmentViewer, Viewer, load_teams
 router = APIRouter(route_class=UiRoute)
 
 LIST_SIZE = task_lists.PANEL_SIZE
-SLACK = 64 * 1024  # multipart framing and the small fields around the file
 Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
 TeamId = Annotated[int | None, Query(ge=1)]
 
@@ -69,10 +68,8 @@ async def _listing(rt: Runtime, v: Viewer, team_id: int) -> task_lists.TaskListV
 
 
 def _size_text(n: int) -> str:
-    """50 MB, 512 KB: the limit as people read it (binary units, as the default is set)."""
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.3g} MB"
-    return f"{max(1, round(n / 1024))} KB"
+    """50 MiB, 512 KiB: the limit as people read it, as every 413 names it (api.limits)."""
+    return size_text(n)
 
 
 async def _page(
@@ -119,21 +116,13 @@ async def imports_page(
     return render(request, "imports.html", {"v": v, "listing": listing}, block="import_list")
 
 
-async def _drain(request: Request) -> None:
-    """Read and drop a body we will not use, so the browser gets our answer, not a reset."""
-    with contextlib.suppress(RuntimeError, ClientDisconnect):  # already read / client gone
-        async for _chunk in request.stream():
-            pass
-
-
 async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
-    """(file name, contents, mode) of the form, reading at most `limit` + 1 bytes of the file."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit + SLACK:
-        await _drain(request)
-        raise BadUpload("too_big", 413)
+    """(file name, contents, mode) of the form, reading at most `limit` + 1 bytes of the file.
+    A body over the import limit stops being read at the limit (api.limits): "too big"."""
     try:
         form = await request.form(max_files=1, max_fields=8)
+    except BodyTooLarge:
+        raise BadUpload("too_big", 413) from None
     except (HTTPException, ClientDisconnect):  # a malformed body (Starlette's 400), or cut off
         raise BadUpload("unreadable", 400) from None
     try:

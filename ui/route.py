@@ -14,11 +14,15 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from api import csrf
+from api.auth import read_session
+from api.errors import retry_after_headers
+from desk import throttle
 from desk.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
 from ui.render import is_htmx, render
-from ui.viewer import LoginRequired, login_url
+from ui.viewer import LoginRequired, login_url, same_site_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,8 +33,17 @@ def csrf_exempt(endpoint: F) -> F:
     return endpoint
 
 
+def uncounted(endpoint: F) -> F:
+    """Mark a post that is not a change to budget (signing out must work when rate-limited)."""
+    endpoint.uncounted = True  # type: ignore[attr-defined]
+    return endpoint
+
+
 def redirect(request: Request, url: str) -> Response:
-    """A 303 for a browser, an `HX-Redirect` for htmx (which would otherwise swap the page in)."""
+    """A 303 for a browser, an `HX-Redirect` for htmx (which would otherwise swap the page in).
+    Only ever to a path on this site: anything else goes to the tickets."""
+    if not same_site_path(url):
+        url = "/tickets"
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
     return RedirectResponse(url, status_code=303)
@@ -43,10 +56,11 @@ def error_page(request: Request, exc: DeskError) -> Response:
         "field": getattr(exc, "field", None),
         "v": getattr(request.state, "viewer", None),
     }
+    headers = retry_after_headers(request, exc)
     if not is_htmx(request):
-        return render(request, "error.html", context, status=exc.http_status)
+        return render(request, "error.html", context, status=exc.http_status, headers=headers)
     # Shown in the page's alert area, whatever element asked (its own content stays).
-    headers = {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
+    headers |= {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
     return render(
         request, "error.html", context, block="message", status=exc.http_status, headers=headers
     )
@@ -64,15 +78,34 @@ def _validation(exc: RequestValidationError) -> DeskError:
     return problem
 
 
+def _unreadable(exc: HTTPException) -> DeskError:
+    """Starlette's own refusals while parsing a form (a part over its size, too many fields,
+    malformed multipart): the page's message, never its JSON."""
+    problem = ValidationProblem("form", str(exc.detail or "the form could not be read"))
+    problem.http_status = exc.status_code if 400 <= exc.status_code < 500 else 400
+    return problem
+
+
+async def _count_change(request: Request) -> None:
+    """Page form posts share the GraphQL mutations' per-user budget (one desk rule)."""
+    rt = request.app.state.runtime
+    session = await read_session(rt, request)
+    if session is not None:
+        await throttle.count_change(rt, session.user_id)
+
+
 class UiRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         exempt = getattr(self.endpoint, "csrf_exempt", False)
+        counted = not getattr(self.endpoint, "uncounted", False)
 
         async def guarded(request: Request) -> Response:
             try:
                 if request.method not in csrf.SAFE_METHODS and not exempt:
                     await csrf.require_csrf(request.app.state.runtime, request)
+                    if counted:
+                        await _count_change(request)
                 return await handler(request)
             except (LoginRequired, Unauthenticated) as exc:
                 next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
@@ -81,5 +114,9 @@ class UiRoute(APIRoute):
                 return error_page(request, _validation(exc))
             except DeskError as exc:
                 return error_page(request, exc)
+            except HTTPException as exc:
+                if exc.status_code not in (400, 413):
+                    raise
+                return error_page(request, _unreadable(exc))
 
         return guarded

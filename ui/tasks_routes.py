@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from api.auth import RuntimeDep
+from api.errors import retry_after_headers
 from desk import tasks
 from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
 from ui import task_lists
@@ -115,6 +116,7 @@ async def export(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     form = await request.form()
     raw = filter_input({k: form.getlist(k) for k in form if k != "csrf_token"})
     status, message, task_id = 202, "queued", None
+    headers: dict[str, str] = {}
     try:
         task = await tasks.create_export(rt, v.user_id, team_id, raw)
         task_id = task.id
@@ -122,10 +124,13 @@ async def export(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
         status, message, task_id = 409, "attached", conflict.existing.id
     except QuotaExceeded as exc:
         status, message = 429, exc.message
+        headers = retry_after_headers(request, exc)  # when to try again, as the JSON routes say
     except ValidationProblem as exc:
         status, message = 422, exc.message
     listing = await task_lists.task_list(rt, v.user_id, team_id, limit=task_lists.PANEL_SIZE)
     context = {"v": v, "listing": listing, "message": message, "task_id": task_id}
     if not is_htmx(request):
         return redirect(request, "/tasks")
-    return render(request, "tickets.html", context, block="export_result", status=status)
+    return render(
+        request, "tickets.html", context, block="export_result", status=status, headers=headers
+    )

@@ -37,12 +37,19 @@ def login_url(next_url: str) -> str:
     return "/login?next=" + quote(next_url, safe="/")
 
 
-def safe_next(value: str | None) -> str:
-    """Only a path on this site (never //host or a scheme) may be a post-login destination."""
-    value = value or ""
+def same_site_path(value: str) -> bool:
+    """A path on this site and nothing else: starts with one `/`, no scheme or host (`//`),
+    no backslash (browsers read it as `/`), no control or invisible characters (header
+    splitting; browsers drop tabs and newlines, so `/<TAB>/evil` would become `//evil`)."""
     if not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/tickets"
-    if value.startswith(("/login", "/logout")):
+        return False
+    return len(value) <= 2000 and value.isprintable()
+
+
+def safe_next(value: str | None) -> str:
+    """Only a path on this site may be a post-login destination; anything else: the tickets."""
+    value = value or ""
+    if not same_site_path(value) or value.startswith(("/login", "/logout")):
         return "/tickets"
     return value
 
@@ -102,17 +109,19 @@ def _current_url(request: Request) -> str:
 
 
 async def _viewer(rt: Runtime, request: Request) -> Viewer:
-    session = read_session(rt, request)
-    user = await users.get_user(rt, int(session["uid"])) if session else None
+    session = await read_session(rt, request)
+    user = await users.get_user(rt, session.user_id) if session else None
     if session is None or user is None:
         raise LoginRequired(_current_url(request))
     raw_team = request.cookies.get(TEAM_COOKIE, "")
     viewer = Viewer(
         user=user,
-        csrf=str(session.get("csrf", "")),
+        csrf=session.csrf,
         locale=i18n.pick(user.locale, request.headers.get("accept-language")),
         tz=zone(user.timezone),
-        team_id=int(raw_team) if raw_team.isdigit() else None,
+        team_id=int(raw_team)
+        if raw_team.isascii() and raw_team.isdigit() and len(raw_team) < 10
+        else None,
     )
     request.state.viewer = viewer  # error pages show the same header
     return viewer

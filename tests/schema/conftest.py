@@ -10,20 +10,17 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from starlette.responses import Response
 
 from api.app import create_app
-from api.auth import SESSION_COOKIE, start_session
+from api.auth import SESSION_COOKIE
 from desk.runtime import Runtime
 from desk.settings import Settings, load_settings
+from tests.sessions import signed_in
 
 
 def session_cookie(rt: Runtime, user_id: int) -> str:
-    """The signed cookie the login page would set for `user_id`."""
-    response = Response()
-    start_session(rt, response, user_id)
-    header = response.headers["set-cookie"]
-    return header.split(";", 1)[0].split("=", 1)[1]
+    """The signed cookie the login page would set for `user_id` (a new server-side session)."""
+    return signed_in(rt.settings, user_id)[0]
 
 
 class Api:
@@ -32,6 +29,7 @@ class Api:
     def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         self.app = app
         self.client = client
+        self._cookies: dict[int, str] = {}  # one server-side session per user, made on first use
 
     @property
     def rt(self) -> Runtime:
@@ -41,7 +39,9 @@ class Api:
         if token is not None:
             return {"Authorization": f"Bearer {token}"}
         if user is not None:
-            return {"Cookie": f"{SESSION_COOKIE}={session_cookie(self.rt, user)}"}
+            if user not in self._cookies:
+                self._cookies[user] = session_cookie(self.rt, user)
+            return {"Cookie": f"{SESSION_COOKIE}={self._cookies[user]}"}
         return {}
 
     async def post(

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from starlette.responses import Response
 
 from api.app import create_app
-from api.auth import SESSION_COOKIE, start_session
+from api.auth import SESSION_COOKIE
 from desk.settings import Settings
+from tests.sessions import signed_in
 
 
 class Page(httpx.AsyncClient):
@@ -50,9 +50,7 @@ async def page_as(app: FastAPI) -> AsyncIterator[PageFactory]:
         client = Page(transport=httpx.ASGITransport(app=app), base_url="http://test")
         opened.append(client)
         if user_id is not None:
-            response = Response()
-            client.csrf = start_session(app.state.runtime, response, user_id)
-            cookie = response.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+            cookie, client.csrf = signed_in(app.state.settings, user_id)
             client.cookies.set(SESSION_COOKIE, cookie)
         return client
 

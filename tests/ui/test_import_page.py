@@ -62,7 +62,7 @@ async def test_admin_sees_the_page_from_the_navigation(page_as, world, app) -> N
     assert 'value="create" checked' in r.text and 'value="upsert"' in r.text
     assert "add new tickets only" in r.text and "title, status, priority and assignee" in r.text
     assert "<code>id, title, status, priority, assignee_email, creator_email, created_at" in r.text
-    assert "external_id" in r.text and "Up to 50 MB" in r.text
+    assert "external_id" in r.text and "Up to 50 MiB" in r.text
     assert "No imports yet." in r.text
 
 
@@ -190,8 +190,8 @@ async def test_another_teams_admin_cannot_import_into_or_see_this_team(page_as, 
         (b"", "", 422, "Choose a CSV file to import."),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR", "photo.png", 422, "this is not a CSV file"),
         (b"name,age\nx,1\n", "people.csv", 422, "with title and external_id (or id)"),
-        (HEADER.encode() + b"x" * 3000, "big.csv", 413, "larger than the limit of 2 KB"),
-        (HEADER.encode() + b"x" * 200_000, "huge.csv", 413, "larger than the limit of 2 KB"),
+        (HEADER.encode() + b"x" * 3000, "big.csv", 413, "larger than the limit of 2 KiB"),
+        (HEADER.encode() + b"x" * 200_000, "huge.csv", 413, "larger than the limit of 2 KiB"),
     ],
 )
 async def test_bad_files_get_their_reason_in_the_form(

@@ -1,0 +1,72 @@
+"""Security headers on every answer: no framing (clickjacking), no MIME sniffing, and a Content
+Security Policy the pages satisfy — they load only their own scripts and styles from /static
+and use no inline script, inline style or eval (htmx runs with `allowEval: false`).
+
+GraphiQL (`GET /graphql`, outside production only, and its files under /static/graphiql/) is
+the one page with inline script and style, so it gets a policy of its own that still forbids
+framing.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+PAGES_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+# GraphiQL boots from an inline module script; its files come from /static/graphiql (or, until
+# they are vendored there, unpkg.com).
+GRAPHIQL_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://unpkg.com; "
+    "style-src 'self' 'unsafe-inline' https://unpkg.com; img-src 'self' data:; "
+    "font-src 'self' data: https://unpkg.com; connect-src 'self'; worker-src 'self' blob:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+GRAPHIQL_FILES = "/static/graphiql/"
+# FastAPI's own API docs (dev and test only: production serves none) load from a CDN.
+API_DOCS = frozenset({"/docs", "/redoc"})
+API_DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly; "
+    "font-src 'self' https://fonts.gstatic.com; connect-src 'self'; worker-src 'self' blob:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+COMMON = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+]
+HSTS = (b"strict-transport-security", b"max-age=31536000")
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp, *, prod: bool) -> None:
+        self.app = app
+        self.prod = prod
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = _policy(scope["path"])
+        extra = [*COMMON, (b"content-security-policy", csp.encode())]
+        if self.prod:
+            extra.append(HSTS)  # prod is served over HTTPS (its cookies are Secure)
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                added = [(k, v) for k, v in extra if k not in present]
+                message["headers"] = [*message.get("headers", []), *added]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _policy(path: str) -> str:
+    if path == "/graphql" or path.startswith(GRAPHIQL_FILES):
+        return GRAPHIQL_CSP
+    return API_DOCS_CSP if path in API_DOCS else PAGES_CSP
