@@ -63,6 +63,14 @@ class Settings(BaseSettings):
 
     mutation_rate_per_minute: int = Field(default=120, ge=1)
 
+    # GraphQL cost bounds (docs/graphql.md): a request's estimated cost (list sizes x nested
+    # fields), the database connections one request may hold at once, the bytes of ticket text
+    # one response may carry, and how long one statement of the web process may run.
+    graphql_max_cost: int = Field(default=10_000, ge=100, le=1_000_000)
+    graphql_request_connections: int = Field(default=2, ge=1, le=20)
+    graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=2**30)
+    web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str) -> str:
