@@ -28,7 +28,7 @@ from desk.errors import DeskError, RateLimited, Unauthenticated
 from desk.fastread import ReadPool
 from desk.models import BackgroundTask, Ticket
 from desk.runtime import Runtime
-from schema.errors import fail, problem
+from schema.errors import fail, problem, too_large
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -111,6 +111,7 @@ class Context:
     auth_error: Unauthenticated | None = None
     _loaders: Loaders | None = field(default=None, repr=False)
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+    _spent: int = field(default=0, repr=False)
 
     @property
     def user_id(self) -> int:
@@ -134,6 +135,14 @@ class Context:
             self._slots = asyncio.Semaphore(self.rt.settings.graphql_request_connections)
         async with self._slots:
             yield
+
+    def spend(self, size: int) -> None:
+        """Count ticket text (characters) into this response; refuse once it passes
+        GRAPHQL_MAX_RESPONSE_BYTES, before more rows are read (aliases multiply a list)."""
+        self._spent += size
+        limit = self.rt.settings.graphql_max_response_bytes
+        if self._spent > limit:
+            raise too_large(limit)
 
     def now(self) -> datetime:
         return self.rt.clock()
