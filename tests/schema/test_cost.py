@@ -138,3 +138,28 @@ async def test_a_customers_big_tickets_times_aliases_are_refused_not_sent(api, r
     one = await api("query($t: ID!) { tickets(teamId: $t, first: 20) { nodes { body } } }",
                     {"t": world.team}, user=world.customer)  # fmt: skip
     assert len(one["data"]["tickets"]["nodes"]) == 20  # 2 MB: within the ceiling
+
+
+async def test_a_statement_over_the_timeout_answers_timeout_without_sql(make_api, world) -> None:
+    """A query stuck behind a lock is cancelled by the web's statement timeout; the client gets
+    TIMEOUT and a plain message in dev too, never the statement or its parameters."""
+    async with make_api(web_statement_timeout_ms=300) as api:
+        locker = await api.rt.engine.connect()  # (no timeout for this one: it holds the lock)
+        try:
+            await locker.exec_driver_sql("SET statement_timeout = 0")
+            await locker.exec_driver_sql("LOCK TABLE ticket IN ACCESS EXCLUSIVE MODE")
+            started = time.perf_counter()
+            response = await api.post(
+                "query($t: ID!) { tickets(teamId: $t) { totalCount } }",
+                {"t": world.team},
+                user=world.staff,
+            )
+            elapsed = time.perf_counter() - started
+        finally:
+            await locker.rollback()
+            await locker.close()
+    codes = {e["extensions"]["code"] for e in response.json()["errors"]}
+    assert codes == {"TIMEOUT"}, response.text
+    for leak in ("SELECT", "ticket t", "psycopg", "canceling statement", "%("):
+        assert leak not in response.text, response.text
+    assert elapsed < 10, elapsed
