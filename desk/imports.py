@@ -46,7 +46,7 @@ def sniff(data: bytes, limit: int) -> list[str]:
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
         raise ValidationProblem(
-            "file", f"this is not a CSV text file: line {line:,} contains a NUL byte (binary data)"
+            "file", f"this is not a CSV file (it contains binary data: a NUL byte on line {line:,})"
         )
     first = data[:65536].decode("utf-8-sig", errors="replace").splitlines()[0]
     header = [h.strip().lower() for h in next(csv.reader([first]))]
