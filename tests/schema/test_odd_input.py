@@ -33,6 +33,15 @@ OPERATIONS: dict[str, tuple[str, str | None]] = {
         "{ __typename ... on Problem { message } ... on ValidationProblem { field } } }",
         "body",
     ),
+    "createTicket.priority": (  # an enum: the error quotes the value back
+        'mutation($t: ID!, $v: Priority!) { r: createTicket(teamId: $t, title: "ok", '
+        "priority: $v) { __typename } }",
+        None,
+    ),
+    "tasks.kind": (
+        "query($t: ID!, $v: TaskKind!) { r: tasks(teamId: $t, kind: $v) { nodes { id } } }",
+        None,
+    ),
     "updateTicket.title": (
         "mutation($k: ID!, $v: String!) { r: updateTicket(id: $k, title: $v) "
         "{ __typename ... on Problem { message } ... on ValidationProblem { field } } }",
