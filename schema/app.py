@@ -193,8 +193,8 @@ def _answer(
         codes = {e["extensions"]["code"] for e in out["errors"]}
         if SERVICE_UNAVAILABLE in codes:
             headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            if data is None:
-                return _json(out, 503, rid, **headers)
+            if codes == {SERVICE_UNAVAILABLE} and not any((data or {}).values()):
+                return _json(out, 503, rid, **headers)  # nothing answered: all of it is down
     body = _encode(out)
     limit = settings.graphql_max_response_bytes
     if len(body) > limit:  # the last guard; fields count their text as they read it

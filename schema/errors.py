@@ -144,6 +144,8 @@ def log_errors(errors_: list[GraphQLError], request_id: str) -> None:
     for error in errors_:
         if is_expected(error):
             log.debug("graphql [%s] %s", request_id, error.message)
+        elif database_trouble(error.original_error) is not None:
+            log.warning("graphql [%s] database trouble at %s: %s", request_id, error.path, error)
         else:
             log.error(
                 "graphql [%s] unexpected error at %s: %s",
