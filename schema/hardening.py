@@ -3,12 +3,13 @@
 - `Hardening` applies, in one `on_operation` hook: the token limit of `MaxTokensLimiter`, the
   rules of `QueryDepthLimiter` and `MaxAliasesLimiter` (built by Strawberry's own
   `create_validator`s) and, in production, `DisableIntrospection`'s rule and the masking of
-  unexpected errors (`MaskUnexpected`).
+  unexpected errors (`MaskUnexpected`); and, in its `on_execute` hook (after validation, with
+  the variables known), the cost budget of `schema.cost` (GRAPHQL_MAX_COST).
 - `Caches` is Strawberry's `ParserCache` and `ValidationCache` in one extension.
 
 Why not the seven stock extensions side by side: Strawberry wraps every hook of every extension
 in a fresh context manager on every request, which cost more than validating the status query
-itself (the hot `task(id)` read is polled by every open page). Two extensions with three hooks
+itself (the hot `task(id)` read is polled by every open page). Two extensions with four hooks
 keep the same behaviour at a fraction of that. The rule classes are built once, here: the stock
 limiters build a new class per instance, which would make every ValidationCache lookup a miss.
 """
