@@ -210,3 +210,23 @@ async def test_a_retry_conflict_never_hands_over_a_task_the_caller_cannot_see(
     assert result["__typename"] != "TaskConflict", result
     assert str(theirs.id) not in json.dumps(body)
     assert (await tasks.get_task(rt, world.admin, mine.id)).status == "FAILED"
+
+
+def test_database_errors_are_masked_in_dev_too() -> None:
+    """A driver error's text quotes the statement and its parameters (a new token's hash, say):
+    development shows other unexpected errors as they are, never these."""
+    from graphql import GraphQLError
+    from sqlalchemy import exc as saexc
+
+    from schema.errors import shown
+
+    driver = saexc.DataError(
+        "INSERT INTO api_token (token_sha256) VALUES (%(h)s)", {"h": "0123abcd"}, ValueError("x")
+    )
+    error = GraphQLError(str(driver), original_error=driver, path=["r"])
+    dev = shown(error, "rid123", prod=False).formatted
+    assert "INSERT" not in str(dev) and "0123abcd" not in str(dev)
+    assert dev["extensions"]["code"] == "INTERNAL_SERVER_ERROR"
+    assert "rid123" in dev["message"]
+    plain = GraphQLError("boom", original_error=KeyError("k"), path=["r"])
+    assert shown(plain, "rid", prod=False).message == "boom"  # dev keeps other messages
