@@ -91,7 +91,8 @@ async def placeholder_home() -> HTMLResponse:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    rt = await Runtime.open(settings)
+    # Web requests are short: a statement running longer is cancelled (docs/graphql.md).
+    rt = await Runtime.open(settings, statement_timeout_ms=settings.web_statement_timeout_ms)
     app.state.runtime = rt
     try:
         yield

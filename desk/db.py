@@ -33,16 +33,26 @@ TRANSIENT_SQLSTATES = frozenset(
 
 
 def create_engine(
-    settings: Settings, *, pool_size: int | None = None, pre_ping: bool = True
+    settings: Settings,
+    *,
+    pool_size: int | None = None,
+    pre_ping: bool = True,
+    statement_timeout_ms: int | None = None,
 ) -> AsyncEngine:
     """`pre_ping` costs a round trip per checkout; the worker turns it off because every one of
-    its transactions already runs again on a connection error (`retrying`, the ledger)."""
+    its transactions already runs again on a connection error (`retrying`, the ledger).
+    `statement_timeout_ms` (the web process) makes PostgreSQL cancel a statement running longer,
+    so no request holds a connection for long; the worker's exports and imports run without."""
+    options = {}
+    if statement_timeout_ms:
+        options["connect_args"] = {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
     return create_async_engine(
         settings.sqlalchemy_url,
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
+        **options,
     )
 
 

@@ -27,8 +27,10 @@ HEADER = BOM + (",".join(COLUMNS) + "\n").encode()
 
 
 def _safe(expr: str) -> str:
-    """Spreadsheet formula injection: a cell starting with = + - @ tab or CR gets a leading '."""
-    return f"CASE WHEN left({expr}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r') THEN '''' || {expr} ELSE {expr} END"
+    """Spreadsheet formula injection: a cell starting with = + - @ tab or CR gets a leading '.
+    A cell already starting with ' gets one too, so that desk.imports can undo the guard exactly:
+    '=x reads back as =x, and ''=x as the title '=x it was."""
+    return f"CASE WHEN left({expr}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r', '''') THEN '''' || {expr} ELSE {expr} END"
 
 
 def _iso(expr: str) -> str:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from desk import inputs
 from desk.errors import ValidationProblem
 from desk.models import Priority, TicketStatus
 
@@ -90,19 +91,14 @@ def parse_filter(raw: dict[str, Any] | None) -> TicketFilter:
         raise ValidationProblem("assignment", f"use one of {', '.join(ASSIGNMENTS)}")
     assignee_id = raw.get("assignee_id")
     if assignment == "user":
-        try:
-            assignee_id = int(assignee_id)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ValidationProblem(
-                "assignee_id", "pick the member the tickets are assigned to"
-            ) from None
+        assignee_id = inputs.optional_id(assignee_id)
+        if assignee_id is None:
+            raise ValidationProblem("assignee_id", "pick the member the tickets are assigned to")
     elif assignee_id not in (None, ""):
         raise ValidationProblem("assignee_id", "only with assignment 'user'")
     else:
         assignee_id = None
-    q = " ".join(str(raw.get("q") or "").split())
-    if len(q) > MAX_Q:
-        raise ValidationProblem("q", f"at most {MAX_Q} characters")
+    q = inputs.line("q", str(raw.get("q") or ""), max_len=MAX_Q)
     return TicketFilter(
         status=_enum_list("status", raw.get("status"), TicketStatus),
         priority=_enum_list("priority", raw.get("priority"), Priority),

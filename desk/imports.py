@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, ledger
+from desk import access, exports, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
 from desk.models import BackgroundTask, Priority, Role, TaskKind, TicketStatus, Upload
@@ -27,25 +27,38 @@ from desk.tasks import accept, kick
 
 MODES = ("create", "upsert")
 SCOPE = "import"
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What desk.exports guards with a leading ' (the formula characters, and ' itself).
+GUARDED_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
 def sniff(data: bytes, limit: int) -> list[str]:
-    """Fail fast on a file that is too big or is not a CSV; returns the header's columns."""
+    """Check the whole file before anything is applied, so an import never stops half-way on a
+    bad byte: too big, empty, a NUL anywhere (binary, and PostgreSQL text cannot hold it), not a
+    ticket CSV, or a column named twice. Returns the header's columns. Other bad characters
+    (invalid UTF-8, control characters) reject only their rows, in the report."""
     if len(data) > limit:
         raise ValidationProblem(
             "file", f"the file is {len(data) / 2**20:.1f} MB; the limit is {limit / 2**20:.0f} MB"
         )
     if not data.strip():
         raise ValidationProblem("file", "the file is empty")
-    if b"\x00" in data[:65536]:
-        raise ValidationProblem("file", "this is not a CSV file (it contains binary data)")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise ValidationProblem(
+            "file", f"this is not a CSV file (it contains binary data: a NUL byte on line {line:,})"
+        )
     first = data[:65536].decode("utf-8-sig", errors="replace").splitlines()[0]
     header = [h.strip().lower() for h in next(csv.reader([first]))]
     if "title" not in header or not ({"external_id", "id"} & set(header)):
         raise ValidationProblem(
             "file",
             "not a ticket CSV: the first row must name the columns, with title and external_id (or id)",
+        )
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ValidationProblem(
+            "file", f"the header names the column {twice[0]!r} more than once; keep one"
         )
     return header
 
@@ -69,11 +82,22 @@ class Rejection:
     reason: str
 
 
-def _undo_formula_guard(value: str) -> str:
-    """taskdesk's own export prefixes formula-looking cells with '; take it off again."""
-    if len(value) > 1 and value[0] == "'" and value[1] in FORMULA_START:
+def _undo_guard(value: str) -> str:
+    """The exact inverse of desk.exports' guard: it prefixes ' to a cell starting with a formula
+    character or with ', so a leading ' followed by one of those is the guard."""
+    if len(value) > 1 and value[0] == "'" and value[1] in GUARDED_START:
         return value[1:]
     return value
+
+
+def _as_is(value: str) -> str:
+    return value
+
+
+def from_export(header: list[str]) -> bool:
+    """A file with exactly the export's columns came from taskdesk's export, whose cells carry
+    the guard; in any other file a leading ' is the person's own and is kept."""
+    return header == list(exports.COLUMNS)
 
 
 _STATUSES = frozenset(m.value for m in TicketStatus)
@@ -102,11 +126,27 @@ def _not_utf8(value: str) -> bool:
     return False
 
 
-def _row(number: int, cells: dict[str, str], seen: dict[str, int], clean: bool) -> Row | Rejection:
-    if not clean:  # only a file with some non-UTF-8 bytes pays for this check
-        for column, value in cells.items():
-            if _not_utf8(value):
-                return Rejection(number, column, "not valid UTF-8 text (save the file as UTF-8)")
+def _bad_cell(number: int, cells: dict[str, str]) -> Rejection | None:
+    for column, value in cells.items():
+        if _not_utf8(value):
+            return Rejection(number, column, "not valid UTF-8 text (save the file as UTF-8)")
+        problem = inputs.problem_in(value)
+        if problem is not None:
+            return Rejection(number, column, problem)
+    return None
+
+
+def _row(
+    number: int,
+    cells: dict[str, str],
+    seen: dict[str, int],
+    clean: bool,
+    unguard: Callable[[str], str] = _undo_guard,
+) -> Row | Rejection:
+    if not clean:  # only a file with bad bytes or characters somewhere pays for this check
+        bad = _bad_cell(number, cells)
+        if bad is not None:
+            return bad
     ext = (cells.get("external_id") or cells.get("id") or "").strip()
     if not ext:
         return Rejection(number, "external_id", "missing (and no id to use instead)")
@@ -114,7 +154,7 @@ def _row(number: int, cells: dict[str, str], seen: dict[str, int], clean: bool) 
         return Rejection(number, "external_id", "longer than 200 characters")
     if ext in seen:
         return Rejection(number, "external_id", f"duplicate of row {seen[ext]}")
-    title = " ".join(_undo_formula_guard(cells.get("title") or "").split())
+    title = " ".join(unguard(cells.get("title") or "").split())
     if not title:
         return Rejection(number, "title", "missing")
     if len(title) > 500:
@@ -128,18 +168,19 @@ def _row(number: int, cells: dict[str, str], seen: dict[str, int], clean: bool) 
     seen[ext] = number
     return Row(
         number, ext, title, status, priority,
-        _undo_formula_guard(cells.get("assignee_email") or "").strip().lower(),
-        _undo_formula_guard(cells.get("creator_email") or "").strip().lower(),
+        unguard(cells.get("assignee_email") or "").strip().lower(),
+        unguard(cells.get("creator_email") or "").strip().lower(),
         _parse_time(cells.get("created_at") or ""),
     )  # fmt: skip
 
 
 def _text(data: bytes) -> tuple[str, bool]:
-    """The file as text, and whether it was all valid UTF-8."""
+    """The file as text, and whether all of it is valid UTF-8 without control characters."""
     try:
-        return data.decode("utf-8-sig"), True
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return data.decode("utf-8-sig", errors="surrogateescape"), False
+    return text, inputs.problem_in(text) is None
 
 
 def _records(text: str) -> Iterator[list[str] | csv.Error]:
@@ -165,6 +206,7 @@ def parse(data: bytes) -> Iterator[Row | Rejection]:
     text, clean = _text(data)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header = [h.strip().lower() for h in next(reader, [])]
+    unguard = _undo_guard if from_export(header) else _as_is
     seen: dict[str, int] = {}
     number = 1
     while True:
@@ -182,7 +224,7 @@ def parse(data: bytes) -> Iterator[Row | Rejection]:
         if len(cells) != len(header):
             yield Rejection(number, "-", f"expected {len(header)} columns, found {len(cells)}")
             continue
-        yield _row(number, dict(zip(header, cells, strict=True)), seen, clean)
+        yield _row(number, dict(zip(header, cells, strict=True)), seen, clean, unguard)
 
 
 def count_rows(data: bytes) -> int:

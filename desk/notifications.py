@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk import inputs
 from desk.errors import ValidationProblem
 from desk.models import Notification
 from desk.runtime import Runtime
@@ -66,10 +67,11 @@ async def list_notifications(
     if unread_only:
         clauses.append("read_at IS NULL")
     if after:
-        if not after.isdigit():
+        before = inputs.optional_id(inputs.cursor("after", after))
+        if before is None:
             raise ValidationProblem("after", "not a cursor this list gave out")
         clauses.append("id < :after")
-        params["after"] = int(after)
+        params["after"] = before
     async with rt.engine.connect() as conn:
         rows = await conn.execute(
             sa.text(

@@ -7,13 +7,14 @@ in between. One active reminder per ticket is a database fact (scope `ticket:{id
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, ledger
+from desk import access, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
 from desk.models import CLOSED_TICKET, BackgroundTask, TaskKind, TaskStatus, Ticket
@@ -75,9 +76,7 @@ async def schedule_reminder(
     time reschedules: the earlier reminder completes at once as skipped."""
     now = rt.clock()
     due = _due(now, at, in_minutes)
-    note = " ".join(note.split())
-    if len(note) > 500:
-        raise ValidationProblem("note", "at most 500 characters")
+    note = inputs.line("note", note or "", max_len=500)
     async with rt.engine.begin() as conn:
         ticket = await _ticket_for_staff(conn, user_id, ticket_id)
         await ledger.lock_team(conn, ticket.team_id)
@@ -152,6 +151,27 @@ async def pending_reminder(rt: Runtime, user_id: int, ticket_id: int) -> Backgro
         return await ledger.active_in_scope(
             conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
         )
+
+
+async def pending_reminders(
+    rt: Runtime, user_id: int, ticket_ids: Sequence[int]
+) -> dict[int, BackgroundTask]:
+    """`pending_reminder` for many tickets in one statement (GraphQL's DataLoader): only tickets
+    of teams where `user_id` is staff or admin have an entry, as one by one."""
+    async with rt.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text(
+                "SELECT b.* FROM ticket t "
+                "JOIN membership m ON m.team_id = t.team_id AND m.user_id = :u "
+                " AND m.role IN ('ADMIN', 'STAFF') "
+                "JOIN background_task b ON b.team_id = t.team_id AND b.kind = 'REMINDER' "
+                " AND b.scope_key = 'ticket:' || t.id AND b.status IN ('WAITING', 'RUNNING') "
+                "WHERE t.id = ANY(:ids)"
+            ),
+            {"u": user_id, "ids": list(ticket_ids)},
+        )
+        found = [BackgroundTask(**r._mapping) for r in rows]
+    return {task.ticket_id: task for task in found if task.ticket_id is not None}
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,14 @@ class Runtime:
         clock: Clock = utcnow,
         pool_size: int | None = None,
         pre_ping: bool = True,
+        statement_timeout_ms: int | None = None,
     ) -> Runtime:
-        engine = create_engine(settings, pool_size=pool_size, pre_ping=pre_ping)
+        engine = create_engine(
+            settings,
+            pool_size=pool_size,
+            pre_ping=pre_ping,
+            statement_timeout_ms=statement_timeout_ms,
+        )
         queue = await Queue.open(settings)
         return cls(settings=settings, engine=engine, queue=queue, clock=clock)
 

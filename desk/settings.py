@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     # ("10.0.0.0/8,127.0.0.1"). With neither, only dev/test show them; prod says a plain "ok".
     ops_token: str = Field(default="", max_length=256)
     ops_allowed_addresses: str = Field(default="", max_length=2000)
+    # GraphQL cost bounds (docs/graphql.md): a request's estimated cost (list sizes x nested
+    # fields), the database connections one request may hold at once, the bytes of ticket text
+    # one response may carry, and how long one statement of the web process may run.
+    graphql_max_cost: int = Field(default=10_000, ge=100, le=1_000_000)
+    graphql_request_connections: int = Field(default=2, ge=1, le=20)
+    graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=2**30)
+    web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
 
     @field_validator("database_url")
     @classmethod

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, ledger
+from desk import access, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
@@ -175,10 +175,11 @@ async def list_tasks(
             clauses.append("status = :status")
             params["status"] = status
         if after:
-            if not after.isdigit():
+            before = inputs.optional_id(inputs.cursor("after", after))
+            if before is None:
                 raise ValidationProblem("after", "not a cursor this list gave out")
             clauses.append("id < :after")
-            params["after"] = int(after)
+            params["after"] = before
         if newer_than is not None:
             clauses.append("id > :newer")
             params["newer"] = newer_than
@@ -219,7 +220,7 @@ async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask
 async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
     """FAILED → a fresh round (full attempts). Any other state: ValidationProblem."""
     async with rt.engine.begin() as conn:
-        task, _ = await _visible(conn, user_id, task_id, lock=True)
+        task, member = await _visible(conn, user_id, task_id, lock=True)
         if not can_retry(task):
             raise ValidationProblem(
                 "id", f"only a failed task can be retried (this one is {task.status.lower()})"
@@ -229,6 +230,14 @@ async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
                 changed = await ledger.retry(conn, task_id, now=rt.clock())
         except IntegrityError:
             existing = await ledger.active_in_scope(conn, task.kind, task.team_id, task.scope_key)
+            if existing is not None and not access.can_see_task(
+                member, existing.kind, existing.owner_id
+            ):
+                # Someone else's task holds the scope (another admin's import, for one demoted
+                # since): say it is busy, but never hand over a task `get_task` would hide.
+                raise ValidationProblem(
+                    "id", "a task of the same kind is already queued or running; retry it later"
+                ) from None
             raise TaskConflict(existing) from None
     assert changed is not None
     await kick(rt, changed)

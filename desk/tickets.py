@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access
+from desk import access, inputs
 from desk.db import retry_transient
 from desk.errors import NotFound, ValidationProblem
 from desk.filters import TicketFilter, filter_sql
@@ -37,11 +37,17 @@ def encode_cursor(created_at: datetime, ticket_id: int) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    """The (created_at, id) a cursor stands for; anything else is a ValidationProblem on `after`."""
+    cursor = inputs.cursor("after", cursor)
     try:
         ts, _, tid = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(ts), int(tid)
+        stamp = datetime.fromisoformat(ts)
     except (ValueError, UnicodeDecodeError):
         raise ValidationProblem("after", "not a cursor this list gave out") from None
+    ticket_id = inputs.optional_id(tid)
+    if ticket_id is None or stamp.tzinfo is None:
+        raise ValidationProblem("after", "not a cursor this list gave out")
+    return stamp, ticket_id
 
 
 def _ticket(row: Any) -> Ticket:
@@ -112,12 +118,14 @@ async def list_tickets(
     return TicketPage(items=items, total=int(total), end_cursor=end, has_next=len(rows) > first)
 
 
+MAX_TITLE = 500
+MAX_BODY = 100_000
+
+
 def _clean_title(title: str) -> str:
-    title = " ".join((title or "").split())
+    title = inputs.line("title", title or "", max_len=MAX_TITLE)
     if not title:
         raise ValidationProblem("title", "cannot be empty")
-    if len(title) > 500:
-        raise ValidationProblem("title", "at most 500 characters")
     return title
 
 
@@ -134,8 +142,7 @@ async def create_ticket(
 ) -> Ticket:
     title = _clean_title(title)
     prio = _enum("priority", priority, Priority)
-    if len(body) > 100_000:
-        raise ValidationProblem("body", "at most 100,000 characters")
+    body = inputs.text("body", body or "", max_len=MAX_BODY)
     async with rt.engine.begin() as conn:
         await access.require_member(conn, user_id, team_id)
         row = (

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import sessions
+from desk import inputs, sessions
 from desk.errors import NotFound, ValidationProblem
 from desk.models import ApiToken, Role, User
 from desk.passwords import check_password, hash_password
@@ -91,8 +91,8 @@ def _digest(token: str) -> str:
 
 async def create_token(rt: Runtime, user_id: int, name: str) -> tuple[ApiToken, str]:
     """Returns the row and the token itself, which is shown once and never stored."""
-    name = " ".join(name.split())
-    if not name or len(name) > 200:
+    name = inputs.line("name", name or "", max_len=200)
+    if not name:
         raise ValidationProblem("name", "give the token a name (1 to 200 characters)")
     public = secrets.token_hex(4)
     token = f"{TOKEN_PREFIX}{public}_{secrets.token_urlsafe(32)}"

@@ -32,7 +32,17 @@ from strawberry.types.graphql import OperationType
 from desk.fastread import ReadPool
 from desk.settings import Env, Settings
 from schema.context import Identify, build_context
-from schema.errors import INTERNAL, formatted, masked, masked_message
+from schema.errors import (
+    INTERNAL,
+    RETRY_AFTER_SECONDS,
+    SERVICE_UNAVAILABLE,
+    UNAVAILABLE_MESSAGE,
+    database_trouble,
+    formatted,
+    masked_message,
+    shown,
+    too_large,
+)
 from schema.graphiql import page as graphiql_page
 from schema.root import DeskSchema, build_schema
 
@@ -65,9 +75,17 @@ def _ide_html() -> str:
     return graphiql_page(title="taskdesk GraphiQL", endpoint=PATH, query=WELCOME)
 
 
-def _json(body: dict[str, Any], status: int, request_id: str, **headers: str) -> Response:
+def _encode(body: dict[str, Any]) -> bytes:
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate echoed back (an error quoting the input)
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _json(body: dict[str, Any] | bytes, status: int, request_id: str, **headers: str) -> Response:
     return Response(
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        body if isinstance(body, bytes) else _encode(body),
         status_code=status,
         media_type="application/json",
         headers={"X-Request-ID": request_id, "Cache-Control": "no-store", **headers},
@@ -141,15 +159,40 @@ async def _post(
         return _refuse(400, "BAD_REQUEST", reason, rid)
     except InvalidOperationTypeError:
         return _refuse(400, "BAD_REQUEST", "Only queries and mutations are served here.", rid)
-    except Exception:
+    except Exception as exc:
+        if database_trouble(exc) == SERVICE_UNAVAILABLE:  # e.g. identifying the caller
+            log.warning("graphql [%s] database unavailable: %s", rid, exc)
+            return _unavailable(rid)
         log.exception("graphql [%s] request failed", rid)
         return _refuse(500, INTERNAL, masked_message(rid), rid)
-    out: dict[str, Any] = {"data": result.data}
-    if result.errors:
+    return _answer(result.data, result.errors or [], rid, prod, state.settings)
+
+
+def _unavailable(rid: str) -> Response:
+    retry = str(RETRY_AFTER_SECONDS)
+    return _refuse(503, SERVICE_UNAVAILABLE, UNAVAILABLE_MESSAGE, rid, **{"Retry-After": retry})
+
+
+def _answer(
+    data: dict[str, Any] | None, errors: list[Any], rid: str, prod: bool, settings: Settings
+) -> Response:
+    out: dict[str, Any] = {"data": data}
+    headers: dict[str, str] = {}
+    if errors:
         # Production's last guard: an error the extension did not see (one raised outside the
-        # operation) is masked here too.
-        out["errors"] = [formatted(masked(e, rid) if prod else e) for e in result.errors]
-    return _json(out, 200, rid)
+        # operation) is masked here too; no environment shows database or driver text.
+        out["errors"] = [formatted(shown(e, rid, prod)) for e in errors]
+        codes = {e["extensions"]["code"] for e in out["errors"]}
+        if SERVICE_UNAVAILABLE in codes:
+            headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            if codes == {SERVICE_UNAVAILABLE} and not any((data or {}).values()):
+                return _json(out, 503, rid, **headers)  # nothing answered: all of it is down
+    body = _encode(out)
+    limit = settings.graphql_max_response_bytes
+    if len(body) > limit:  # the last guard; fields count their text as they read it
+        error = too_large(limit)
+        return _json({"data": None, "errors": [formatted(error)]}, 200, rid)
+    return _json(body, 200, rid, **headers)
 
 
 def graphql_router(settings: Settings, identify: Identify) -> APIRouter:

@@ -10,8 +10,10 @@ never pays for them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -20,12 +22,12 @@ from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk import lookups, throttle
+from desk import lookups, reminders, throttle, tickets
 from desk.errors import DeskError, RateLimited, Unauthenticated
 from desk.fastread import ReadPool
-from desk.models import Ticket
+from desk.models import BackgroundTask, Ticket
 from desk.runtime import Runtime
-from schema.errors import fail, problem
+from schema.errors import fail, problem, too_large
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -41,29 +43,61 @@ class Caller(Protocol):
 Identify = Callable[[Runtime, HTTPConnection], Awaitable[Caller | None]]
 
 
+Member = tuple[int, str, str, str]  # user id, display name, email, role (tickets.team_members)
+
+
 @dataclass
 class Loaders:
-    """Batch lookups for one request; each batch runs on its own connection."""
+    """Batch lookups for one request, so a page costs one statement per relation, not per row.
+    Each batch runs on its own connection, inside the request's connection slots."""
 
     users: DataLoader[int, lookups.UserName | None]
     tickets: DataLoader[int, Ticket | None]
     teams: DataLoader[int, lookups.TeamView | None]
+    reminders: DataLoader[int, BackgroundTask | None]  # a ticket's pending reminder
+    members: DataLoader[int, list[Member]]  # a team's members as the caller may see them
 
 
-def _loaders(rt: Runtime, user_id: int) -> Loaders:
+def _loaders(ctx: Context, user_id: int) -> Loaders:
+    rt = ctx.rt
+
     async def users(ids: list[int]) -> list[lookups.UserName | None]:
-        found = await lookups.users_by_id(rt, ids)
+        async with ctx.slot():
+            found = await lookups.users_by_id(rt, ids)
         return [found.get(i) for i in ids]
 
-    async def tickets(ids: list[int]) -> list[Ticket | None]:
-        found = await lookups.visible_tickets(rt, user_id, ids)
+    async def tickets_(ids: list[int]) -> list[Ticket | None]:
+        async with ctx.slot():
+            found = await lookups.visible_tickets(rt, user_id, ids)
         return [found.get(i) for i in ids]
 
     async def teams(ids: list[int]) -> list[lookups.TeamView | None]:
-        found = await lookups.member_teams(rt, user_id, ids)
+        async with ctx.slot():
+            found = await lookups.member_teams(rt, user_id, ids)
         return [found.get(i) for i in ids]
 
-    return Loaders(DataLoader(users), DataLoader(tickets), DataLoader(teams))
+    async def reminders_(ids: list[int]) -> list[BackgroundTask | None]:
+        async with ctx.slot():
+            found = await reminders.pending_reminders(rt, user_id, ids)
+        return [found.get(i) for i in ids]
+
+    async def members(ids: list[int]) -> list[list[Member]]:
+        out: list[list[Member]] = []
+        async with ctx.slot():
+            for team_id in ids:  # distinct teams on a page: almost always one
+                try:
+                    out.append(await tickets.team_members(rt, user_id, team_id))
+                except DeskError:
+                    out.append([])
+        return out
+
+    return Loaders(
+        DataLoader(users),
+        DataLoader(tickets_),
+        DataLoader(teams),
+        DataLoader(reminders_),
+        DataLoader(members),
+    )
 
 
 @dataclass
@@ -75,6 +109,8 @@ class Context:
     caller: Caller | None = None
     auth_error: Unauthenticated | None = None
     _loaders: Loaders | None = field(default=None, repr=False)
+    _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+    _spent: int = field(default=0, repr=False)
 
     @property
     def user_id(self) -> int:
@@ -86,8 +122,26 @@ class Context:
     @property
     def loaders(self) -> Loaders:
         if self._loaders is None:
-            self._loaders = _loaders(self.rt, self.user_id)
+            self._loaders = _loaders(self, self.user_id)
         return self._loaders
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one of this request's database slots: however many aliases and fields a query
+        has, one request uses at most GRAPHQL_REQUEST_CONNECTIONS connections at a time, so the
+        pool stays open to everybody else."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.rt.settings.graphql_request_connections)
+        async with self._slots:
+            yield
+
+    def spend(self, size: int) -> None:
+        """Count ticket text (characters) into this response; refuse once it passes
+        GRAPHQL_MAX_RESPONSE_BYTES, before more rows are read (aliases multiply a list)."""
+        self._spent += size
+        limit = self.rt.settings.graphql_max_response_bytes
+        if self._spent > limit:
+            raise too_large(limit)
 
     def now(self) -> datetime:
         return self.rt.clock()
@@ -134,7 +188,8 @@ async def attempt(
     union member the mutation declares (anything else stays a coded GraphQL error)."""
     ctx, user_id = await mutation_caller(info)
     try:
-        return await action(ctx, user_id)
+        async with ctx.slot():
+            return await action(ctx, user_id)
     except DeskError as exc:
         result = problem(exc, now=ctx.now(), user_id=user_id)
         if not isinstance(result, allowed):

@@ -3,20 +3,22 @@
 - `Hardening` applies, in one `on_operation` hook: the token limit of `MaxTokensLimiter`, the
   rules of `QueryDepthLimiter` and `MaxAliasesLimiter` (built by Strawberry's own
   `create_validator`s) and, in production, `DisableIntrospection`'s rule and the masking of
-  unexpected errors (`MaskUnexpected`).
+  unexpected errors (`MaskUnexpected`); and, in its `on_execute` hook (after validation, with
+  the variables known), the cost budget of `schema.cost` (GRAPHQL_MAX_COST).
 - `Caches` is Strawberry's `ParserCache` and `ValidationCache` in one extension.
 
 Why not the seven stock extensions side by side: Strawberry wraps every hook of every extension
 in a fresh context manager on every request, which cost more than validating the status query
-itself (the hot `task(id)` read is polled by every open page). Two extensions with three hooks
+itself (the hot `task(id)` read is polled by every open page). Two extensions with four hooks
 keep the same behaviour at a fraction of that. The rule classes are built once, here: the stock
 limiters build a new class per instance, which would make every ValidationCache lookup a miss.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
+from graphql import FragmentDefinitionNode, GraphQLError, OperationDefinitionNode
 from graphql.validation import ASTValidationRule, NoSchemaIntrospectionCustomRule
 from strawberry.extensions import (
     ParserCache,
@@ -25,12 +27,15 @@ from strawberry.extensions import (
     max_aliases,
     query_depth_limiter,
 )
+from strawberry.types import ExecutionContext
 
-from schema.errors import MaskUnexpected
+from schema.cost import operation_cost
+from schema.errors import QUERY_TOO_COSTLY, MaskUnexpected
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
 MAX_TOKENS = 2000
+DEFAULT_MAX_COST = 10_000  # GRAPHQL_MAX_COST, for a context without settings
 CACHE_SIZE = 256  # distinct query texts kept parsed and validated
 
 LIMIT_RULES: tuple[type[ASTValidationRule], ...] = (
@@ -56,6 +61,35 @@ class Hardening(SchemaExtension):
             masker = MaskUnexpected()
             masker.execution_context = context
             masker._process_result(result)
+
+    def on_execute(self) -> Iterator[None]:
+        """After validation, before any resolver: refuse an operation over the cost budget (it
+        needs the variables, so it cannot be a cached validation rule)."""
+        context = self.execution_context
+        document = context.graphql_document
+        if document is not None:
+            check_cost(context, document.definitions)
+        yield
+
+
+def check_cost(context: ExecutionContext, definitions: Sequence[object]) -> None:
+    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
+    name = context.operation_name
+    chosen = next((o for o in operations if o.name and o.name.value == name), None)
+    operation = chosen or (operations[0] if len(operations) == 1 else None)
+    if operation is None:
+        return
+    fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
+    settings = getattr(getattr(context.context, "rt", None), "settings", None)
+    budget = getattr(settings, "graphql_max_cost", DEFAULT_MAX_COST)
+    cost = operation_cost(context.schema._schema, operation, fragments, context.variables)
+    if cost > budget:
+        raise GraphQLError(
+            f"This query would cost {cost:,}, over the budget of {budget:,} per request "
+            "(every field counts once per item of the lists around it; `first` sets a list's "
+            "size): ask for fewer items, fields or aliases.",
+            extensions={"code": QUERY_TOO_COSTLY, "cost": cost, "budget": budget},
+        )
 
 
 class ProdHardening(Hardening):

@@ -70,9 +70,10 @@ class NotificationQuery:
     ) -> NotificationConnection:
         ctx = ctx_of(info)
         try:
-            page = await notifications.list_notifications(
-                ctx.rt, ctx.user_id, unread_only=unread_only, first=first, after=after
-            )
+            async with ctx.slot():
+                page = await notifications.list_notifications(
+                    ctx.rt, ctx.user_id, unread_only=unread_only, first=first, after=after
+                )
         except ValidationProblem as exc:
             e.fail(exc)
         edges = [Edge(cursor=str(n.id), node=Notification.from_model(n)) for n in page.items]
@@ -83,7 +84,8 @@ class NotificationQuery:
     @strawberry.field
     async def unread_notification_count(self, info: strawberry.Info) -> int:
         ctx = ctx_of(info)
-        return await notifications.unread_count(ctx.rt, ctx.user_id)
+        async with ctx.slot():
+            return await notifications.unread_count(ctx.rt, ctx.user_id)
 
 
 @strawberry.type

@@ -149,6 +149,17 @@ def _ticket_id(value: ID) -> int:
     return ticket_id
 
 
+async def _visible_task(
+    ctx: Context, user_id: int, task_id: int
+) -> BackgroundTask | TaskView | None:
+    if ctx.reads is not None:  # the web app's hot-read pool
+        return await ctx.reads.visible_task(user_id, task_id)
+    try:  # outside the web app: the ordinary read, same rule
+        return await tasks.get_task(ctx.rt, user_id, task_id)
+    except NotFound:
+        return None
+
+
 @strawberry.type
 class TaskQuery:
     @strawberry.field(description="One task by id; null when missing or not yours to see.")
@@ -158,15 +169,8 @@ class TaskQuery:
         task_id = lookups.parse_id(id)
         if task_id is None:
             return None
-        if ctx.reads is None:  # outside the web app: the ordinary read, same rule
-            try:
-                row: BackgroundTask | TaskView | None = await tasks.get_task(
-                    ctx.rt, user_id, task_id
-                )
-            except NotFound:
-                row = None
-        else:
-            row = await ctx.reads.visible_task(user_id, task_id)
+        async with ctx.slot():
+            row = await _visible_task(ctx, user_id, task_id)
         return Task.from_model(row, ctx.now(), user_id) if row else None
 
     @strawberry.field(description="A team's tasks you may see, newest first.")
@@ -192,16 +196,17 @@ class TaskQuery:
         if team is None:
             return _empty()
         try:
-            page = await tasks.list_tasks(
-                ctx.rt,
-                user_id,
-                team,
-                kind=kind.value if kind else None,
-                status=status.value if status else None,
-                first=first,
-                after=after,
-                newer_than=newer,
-            )
+            async with ctx.slot():
+                page = await tasks.list_tasks(
+                    ctx.rt,
+                    user_id,
+                    team,
+                    kind=kind.value if kind else None,
+                    status=status.value if status else None,
+                    first=first,
+                    after=after,
+                    newer_than=newer,
+                )
         except NotFound:
             return _empty()
         except ValidationProblem as exc:

@@ -67,9 +67,12 @@ class TicketQuery:
         if ticket_id is None:
             return None
         try:
-            return Ticket.from_model(await tickets.get_ticket(ctx.rt, user_id, ticket_id))
+            async with ctx.slot():
+                row = await tickets.get_ticket(ctx.rt, user_id, ticket_id)
         except NotFound:
             return None
+        ctx.spend(len(row.title) + len(row.body))
+        return Ticket.from_model(row)
 
     @strawberry.field(
         description="A team's tickets you may see (customers: their own), newest first; "
@@ -90,11 +93,15 @@ class TicketQuery:
             team = lookups.parse_id(team_id)
             if team is None:
                 return TicketConnection.empty()
-            page = await tickets.list_tickets(ctx.rt, user_id, team, f, first=first, after=after)
+            async with ctx.slot():
+                page = await tickets.list_tickets(
+                    ctx.rt, user_id, team, f, first=first, after=after
+                )
         except NotFound:
             return TicketConnection.empty()
         except ValidationProblem as exc:
             e.fail(exc)
+        ctx.spend(sum(len(t.title) + len(t.body) for t in page.items))
         return TicketConnection.from_page(page)
 
 

@@ -1,7 +1,8 @@
 """GraphQL object types shared across the schema: enums, people, teams, tickets, pages.
 
-Objects are built from desk rows by `from_model`; related objects (a ticket's team, creator and
-assignee) come through the request's DataLoaders, so a list costs one query per relation.
+Objects are built from desk rows by `from_model`; related objects (a ticket's team, creator,
+assignee and pending reminder, a team's members) come through the request's DataLoaders, so a
+list costs one query per relation, not one per row.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Generic, TypeVar
 import strawberry
 from strawberry import ID, Private
 
-from desk import lookups, reminders, tickets
-from desk.errors import DeskError
+from desk import lookups, tickets
 from desk.models import Priority, Role, TaskKind, TaskStatus, TicketStatus
 from desk.models import Ticket as TicketRow
 from schema.context import ctx_of
@@ -60,11 +60,7 @@ class Team:
         description="The team's members for assignee pickers (a customer sees the staff and themselves)."
     )
     async def members(self, info: strawberry.Info) -> list[TeamMember]:
-        ctx = ctx_of(info)
-        try:
-            rows = await tickets.team_members(ctx.rt, ctx.user_id, int(self.id))
-        except DeskError:
-            return []
+        rows = await ctx_of(info).loaders.members.load(int(self.id))
         return [
             TeamMember(user=User(id=ID(str(uid)), display_name=name), role=Role(role))
             for uid, name, _email, role in rows
@@ -140,10 +136,7 @@ class Ticket:
         from schema.tasks import Task
 
         ctx = ctx_of(info)
-        try:
-            row = await reminders.pending_reminder(ctx.rt, ctx.user_id, int(self.id))
-        except DeskError:
-            return None
+        row = await ctx.loaders.reminders.load(int(self.id))
         return Task.from_model(row, ctx.now(), ctx.user_id) if row else None
 
 

@@ -31,10 +31,11 @@ class ViewerQuery:
     @strawberry.field(description="You: your account and the teams you belong to, with roles.")
     async def me(self, info: strawberry.Info) -> Me:
         ctx = ctx_of(info)
-        user = await users.get_user(ctx.rt, ctx.user_id)
-        if user is None:  # the account was deleted while its session or token lived on
-            fail(Unauthenticated())
-        teams = await users.teams_of(ctx.rt, ctx.user_id)
+        async with ctx.slot():
+            user = await users.get_user(ctx.rt, ctx.user_id)
+            if user is None:  # the account was deleted while its session or token lived on
+                fail(Unauthenticated())
+            teams = await users.teams_of(ctx.rt, ctx.user_id)
         return Me(
             id=ID(str(user.id)),
             email=user.email,
@@ -62,7 +63,8 @@ class ViewerQuery:
     async def health(self, info: strawberry.Info) -> Health:
         ctx = ctx_of(info)
         _ = ctx.user_id  # signed-in callers only; /health is the public probe
-        report = await health.check(ctx.rt)
+        async with ctx.slot():
+            report = await health.check(ctx.rt)
         return Health(
             ok=report.ok,
             redis_ok=report.redis_ok,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
-from desk import health, notifications
+from desk import health, inputs, notifications
 from desk.errors import ValidationProblem
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
@@ -41,10 +41,10 @@ async def notifications_page(
 async def mark_read(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     """Mark one (`id`) or all of my notifications read; the list and the bell refresh."""
     form = await request.form()
-    raw = [str(x) for x in form.getlist("id")]
-    if any(not x.isdigit() for x in raw):
+    ids = [inputs.optional_id(x) for x in form.getlist("id")]
+    if None in ids:
         raise ValidationProblem("id", "not a notification of yours")
-    await notifications.mark_read(rt, v.user_id, [int(x) for x in raw] if raw else None)
+    await notifications.mark_read(rt, v.user_id, [i for i in ids if i is not None] or None)
     if not is_htmx(request):
         return redirect(request, "/notifications")
     page = await notifications.list_notifications(rt, v.user_id, first=30)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import filters, tickets
+from desk import filters, inputs, tickets
 from desk.errors import ValidationProblem
 from desk.models import Priority, Role, TicketStatus
 from desk.runtime import Runtime
@@ -137,9 +137,10 @@ async def ticket_page(request: Request, ticket_id: int, rt: RuntimeDep, v: PageV
 def _assignee(value: str) -> int | None:
     if not value:
         return None  # "nobody"
-    if not value.isdigit():
+    assignee = inputs.optional_id(value)
+    if assignee is None:
         raise ValidationProblem("assignee", "pick a member of the team")
-    return int(value)
+    return assignee
 
 
 @router.post("/tickets/{ticket_id}")

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import Depends, Request
 
 from api.auth import RuntimeDep, read_session
-from desk import users
+from desk import inputs, users
 from desk.errors import NotFound
 from desk.models import Role, User
 from desk.runtime import Runtime
@@ -113,15 +113,14 @@ async def _viewer(rt: Runtime, request: Request) -> Viewer:
     user = await users.get_user(rt, session.user_id) if session else None
     if session is None or user is None:
         raise LoginRequired(_current_url(request))
-    raw_team = request.cookies.get(TEAM_COOKIE, "")
+    # A preference, not a credential: anything but a plain id is ignored (the first team is used).
+    team_id = inputs.optional_id(request.cookies.get(TEAM_COOKIE, ""))
     viewer = Viewer(
         user=user,
         csrf=session.csrf,
         locale=i18n.pick(user.locale, request.headers.get("accept-language")),
         tz=zone(user.timezone),
-        team_id=int(raw_team)
-        if raw_team.isascii() and raw_team.isdigit() and len(raw_team) < 10
-        else None,
+        team_id=team_id,
     )
     request.state.viewer = viewer  # error pages show the same header
     return viewer

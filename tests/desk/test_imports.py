@@ -13,6 +13,7 @@ from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
 from jobs.execution import execute
 from jobs.processors import registry
+from tests.factories import add_ticket
 
 HEADER = "external_id,title,status,priority,assignee_email,creator_email\n"
 
@@ -187,3 +188,85 @@ async def test_submit_import_keeps_nothing_on_conflict(rt, world):
     async with rt.engine.connect() as conn:
         names = (await conn.execute(sa.text("SELECT filename FROM upload"))).scalars().all()
     assert names == ["a.csv"]
+
+
+def _big_file(prefix: str, rows: int) -> bytes:
+    """Enough good rows to pass the first 64 KB and the first batch."""
+    return (
+        HEADER + "".join(f"{prefix}-{i},Row {i} {'x' * 60},OPEN,LOW,,\n" for i in range(rows))
+    ).encode()
+
+
+async def _ticket_count(rt) -> int:
+    async with rt.engine.connect() as conn:
+        return (await conn.execute(sa.text("SELECT count(*) FROM ticket"))).scalar_one()
+
+
+async def test_a_late_nul_byte_rejects_the_whole_file_before_any_row(rt, world):
+    data = _big_file("N", 1500) + b"N-late,Bad \x00 title,OPEN,LOW,,\n"
+    assert data.index(b"\x00") > 65536
+    with pytest.raises(ValidationProblem) as err:
+        await imports.store_upload(rt, world.admin, world.team, "late.csv", data)
+    assert err.value.field == "file" and "NUL" in err.value.detail and "1,502" in err.value.detail
+
+
+async def test_a_stored_file_with_a_late_nul_fails_whole_without_a_database_error(rt, world):
+    """A file stored before the whole-file check (or by another path) is checked again by the
+    worker before its first batch: nothing is applied, the error is readable."""
+    before = await _ticket_count(rt)
+    data = _big_file("W", 1500) + b"W-late,Bad \x00 title,OPEN,LOW,,\n"
+    upload = await imports.store_upload(rt, world.admin, world.team, "ok.csv", _big_file("W", 1))
+    async with rt.engine.begin() as conn:
+        await conn.execute(sa.text("UPDATE upload SET data = :d WHERE id = :id"),
+                           {"d": data, "id": upload.id})  # fmt: skip
+    task = await imports.start_import(rt, world.admin, world.team, upload.id, "create")
+    await execute(rt, registry(), task.id, task.run)
+    done = await tasks.get_task(rt, world.admin, task.id)
+    assert done.status == "FAILED" and "NUL" in (done.last_error or ""), done.last_error
+    assert "psycopg" not in done.last_error and "INSERT" not in done.last_error
+    assert await _ticket_count(rt) == before
+
+
+async def test_late_control_characters_and_bad_bytes_reject_only_their_rows(rt, world):
+    data = (
+        _big_file("C", 1200)
+        + b"C-bell,Ring \x07 ring,OPEN,LOW,,\n"
+        + b"C-esc,Escape \x1b[31m,OPEN,LOW,,\n"
+        + "C-latin,Caf\xe9,OPEN,LOW,,\n".encode("latin-1")
+        + b"C-last,Fine,OPEN,LOW,,\n"
+    )
+    task = await _run_import(rt, world.admin, world.team, data)
+    assert task.status == "COMPLETED"
+    assert task.stats == {"created": 1201, "updated": 0, "unchanged": 0, "rejected": 3}
+    reasons = {int(r[0]): (r[1], r[2]) for r in await _report(rt, world.admin, task.id)}
+    assert reasons[1202] == ("title", "contains a control character (\\u0007); remove it")
+    assert reasons[1203][0] == "title" and "\\u001b" in reasons[1203][1]
+    assert "UTF-8" in reasons[1204][1]
+
+
+@pytest.mark.parametrize(
+    "header", ["external_id,title,title\n", "external_id,Title, title \n", "id,title,id\n"]
+)
+async def test_a_column_named_twice_is_an_error(rt, world, header):
+    data = (header + "E-1,One,Two\n").encode()
+    with pytest.raises(ValidationProblem) as err:
+        await imports.store_upload(rt, world.admin, world.team, "twice.csv", data)
+    assert "more than once" in err.value.detail
+
+
+async def test_the_export_guard_is_undone_exactly_and_only_where_the_export_added_it(rt, world):
+    titles = ["'=truly mine", "=SUM(A1)", "'plain quote", "''double", "+1", "normal"]
+    for title in titles:
+        await add_ticket(rt, world.team, world.customer, title)
+    export = await tasks.create_export(rt, world.staff, world.team, {})
+    await execute(rt, registry(), export.id, export.run)
+    f = await tasks.open_export_result(rt, world.staff, export.id)
+    data = b"".join([c async for c in f.chunks])
+    task = await _run_import(rt, world.outsider, world.other_team, data)
+    assert task.status == "COMPLETED"  # (tickets assigned to Chen are rejected: not a member)
+    imported = {t[0] for t in (await _titles(rt, world.outsider, world.other_team)).values()}
+    assert set(titles) <= imported, imported
+    # A file written by hand: a leading ' is the person's own and stays.
+    hand = (HEADER + "H-1,'=kept,OPEN,LOW,,\n").encode()
+    await _run_import(rt, world.admin, world.team, hand)
+    assert (await _titles(rt, world.admin, world.team))["H-1"][0] == "'=kept"

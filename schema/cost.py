@@ -1,0 +1,123 @@
+"""The cost of a GraphQL operation, estimated from its document before anything runs.
+
+Every field costs 1, times the size of each list around it. A field with a `first` argument
+sets the size of the list it returns (a connection's `edges`/`nodes`, or the field itself when
+it is a list); it defaults to the argument's default. Any other list counts as `OTHER_LIST`
+items. So `tickets(first: 200) { nodes { id team { members { role } } } }` costs
+1 + 200 x (1 + 1 + (1 + 20 x (1 + 1))) = 8,601, and 30 aliases of it 30 times that.
+Introspection (`__schema`, `__type`) is left to the depth limit and production's switch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLField,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    VariableNode,
+)
+from graphql.type.definition import GraphQLInterfaceType, GraphQLNamedType, GraphQLUnionType
+
+OTHER_LIST = 20  # a list without `first` (a team's members, memberships, ...)
+Composite = GraphQLObjectType | GraphQLInterfaceType | GraphQLUnionType
+
+
+class _Estimate:
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        fragments: dict[str, FragmentDefinitionNode],
+        variables: dict[str, Any],
+    ) -> None:
+        self.schema = schema
+        self.fragments = fragments
+        self.variables = variables
+
+    def first(self, node: FieldNode, field: GraphQLField) -> int | None:
+        if "first" not in field.args:
+            return None
+        for arg in node.arguments or ():
+            if arg.name.value != "first":
+                continue
+            value = arg.value
+            if isinstance(value, VariableNode):
+                given = self.variables.get(value.name.value)
+                return given if isinstance(given, int) and given > 0 else 1
+            if isinstance(value, IntValueNode):
+                return max(1, int(value.value))
+        default = field.args["first"].default_value
+        return default if isinstance(default, int) else OTHER_LIST
+
+    def fields(
+        self, selections: SelectionSetNode, parent: Composite, seen: frozenset[str]
+    ) -> list[tuple[FieldNode, Composite]]:
+        """The field nodes of a selection set, through fragments, each with its parent type."""
+        out: list[tuple[FieldNode, Composite]] = []
+        for sel in selections.selections:
+            if isinstance(sel, FieldNode):
+                out.append((sel, parent))
+            elif isinstance(sel, InlineFragmentNode):
+                cond = sel.type_condition
+                typ = self.schema.get_type(cond.name.value) if cond else parent
+                out += self.fields(sel.selection_set, typ or parent, seen)  # type: ignore[arg-type]
+            elif isinstance(sel, FragmentSpreadNode) and sel.name.value not in seen:
+                frag = self.fragments.get(sel.name.value)
+                if frag is not None:
+                    typ = self.schema.get_type(frag.type_condition.name.value)
+                    inner = seen | {sel.name.value}
+                    out += self.fields(frag.selection_set, typ or parent, inner)  # type: ignore[arg-type]
+        return out
+
+    def cost(self, selections: SelectionSetNode, parent: Composite, pending: int | None) -> int:
+        """`pending`: the size a `first` above set for the next list down (edges, nodes)."""
+        total = 0
+        for node, typ in self.fields(selections, parent, frozenset()):
+            name = node.name.value
+            if name.startswith("__"):
+                total += 1
+                continue
+            field = getattr(typ, "fields", {}).get(name)
+            if field is None:
+                total += 1
+                continue
+            first = self.first(node, field)
+            inner = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+            size, child_pending = 1, first
+            if isinstance(inner, GraphQLList):
+                size = first or pending or OTHER_LIST
+                child_pending = None
+            named: GraphQLNamedType = _named(field.type)
+            child = 0
+            if node.selection_set is not None and isinstance(named, Composite):
+                child = self.cost(node.selection_set, named, child_pending)
+            total += size * (1 + child)
+        return total
+
+
+def _named(typ: Any) -> GraphQLNamedType:
+    while isinstance(typ, (GraphQLNonNull, GraphQLList)):
+        typ = typ.of_type
+    return typ  # type: ignore[no-any-return]
+
+
+def operation_cost(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fragments: dict[str, FragmentDefinitionNode],
+    variables: dict[str, Any] | None,
+) -> int:
+    root = schema.get_root_type(operation.operation)
+    if root is None:
+        return 0
+    return _Estimate(schema, fragments, variables or {}).cost(operation.selection_set, root, None)

@@ -1,0 +1,112 @@
+"""No 500s from odd characters on the pages (issue 12, point 5): NUL bytes, lone surrogates,
+`²`, 5,000-digit and out-of-range numbers in every query parameter, path id and form field give
+a 4xx page or form message; a malformed `taskdesk_team` cookie is ignored on every page."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+ODD = {
+    "nul": "bad\x00value",
+    "surrogate": "bad\ud800value",
+    "superscript": "²",
+    "huge": "9" * 5000,
+    "int4": "99999999999",
+    "control": "bell\x07",
+}
+
+# GET pages and the query parameters each reads.
+QUERIES = {
+    "/tickets": ("after", "start", "status", "priority", "assignment", "assignee_id", "q"),
+    "/tasks": ("limit", "after", "newer_than"),
+    "/imports": ("limit", "newer_than"),
+    "/notifications": ("after",),
+    "/notifications/badge": ("seen",),
+}
+# Paths with an id in them ({} is replaced by the odd value).
+PATHS = (
+    "/tickets/{}",
+    "/tasks/{}",
+    "/tasks/{}/download",
+    "/tasks/{}/report",
+)
+# POST forms and their fields ({t} is a real ticket id).
+FORMS = {
+    "/tickets": ("title", "body", "priority"),
+    "/tickets/{t}": ("status", "priority", "assignee_id"),
+    "/tickets/{t}/reminder": ("preset", "at", "note"),
+    "/exports": ("status", "priority", "assignment", "assignee_id", "q"),
+    "/members": ("email", "role"),
+    "/tokens": ("name",),
+    "/notifications/read": ("id",),
+}
+POST_PATHS = (
+    "/tickets/{}",
+    "/tickets/{}/reminder/cancel",
+    "/tasks/{}/cancel",
+    "/tasks/{}/retry",
+    "/members/{}/role",
+    "/members/{}/remove",
+    "/tokens/{}/revoke",
+)
+LEAKS = ("psycopg", "sqlalchemy", "Traceback", "SELECT ", "INSERT ", "%(")
+
+
+def _q(value: str) -> str:
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+def _check(response) -> None:
+    assert response.status_code < 500, (response.request.url, response.text[:300])
+    for leak in LEAKS:
+        assert leak not in response.text, (response.request.url, response.text[:300])
+
+
+@pytest.mark.parametrize("value", list(ODD.values()), ids=list(ODD))
+async def test_odd_query_parameters_and_path_ids_answer_4xx(page_as, world, value) -> None:
+    page = await page_as(world.admin)
+    for path, params in QUERIES.items():
+        for name in params:
+            for hx in (False, True):
+                url = f"{path}?{name}={_q(value)}"
+                _check(await (page.hx_get(url) if hx else page.get(url)))
+    for template in PATHS:
+        _check(await page.get(template.format(_q(value))))
+
+
+@pytest.mark.parametrize("value", list(ODD.values()), ids=list(ODD))
+async def test_odd_form_fields_answer_4xx(page_as, world, value) -> None:
+    page = await page_as(world.admin)
+    ticket = world.tickets["login"]
+    for template, fields in FORMS.items():
+        for name in fields:
+            # surrogatepass: a browser cannot send a lone surrogate, but a client can send its bytes
+            body = f"{name}={_q(value)}&title=ok&preset=60"
+            headers = {"Content-Type": "application/x-www-form-urlencoded"}
+            for hx in (False, True):
+                url = template.format(t=ticket)
+                if hx:
+                    response = await page.hx_post(url, content=body.encode(), headers=headers)
+                else:
+                    headers_csrf = headers | {"X-CSRF-Token": page.csrf}
+                    response = await page.post(url, content=body.encode(), headers=headers_csrf)
+                _check(response)
+    for template in POST_PATHS:
+        _check(await page.hx_post(template.format(_q(value)), data={"role": "STAFF"}))
+
+
+@pytest.mark.parametrize("cookie", ["²", "9" * 5000, "99999999999", "-1", "1e9", "\x00", "abc"])
+async def test_a_malformed_team_cookie_is_ignored_on_every_page(page_as, world, cookie) -> None:
+    page = await page_as(world.staff)
+    session = "; ".join(f"{k}={v}" for k, v in page.cookies.items())
+    # Raw bytes, as a script may send them (servers read header bytes as latin-1: 0xB2 is ²).
+    header = f"{session}; taskdesk_team={cookie}".encode("latin-1")
+    page.cookies.clear()
+    for path in ("/tickets", "/tasks", "/notifications", "/imports", "/tickets/new", "/members"):
+        for hx in ({}, {"HX-Request": "true"}):
+            response = await page.get(path, headers={"Cookie": header, **hx})
+            assert response.status_code < 500, (path, response.text[:300])
+    listing = await page.get("/tickets", headers={"Cookie": header})
+    assert listing.status_code == 200 and "Cannot log in" in listing.text  # the first team
