@@ -22,6 +22,7 @@ from arq.connections import RedisSettings
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
+from desk import events
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
@@ -111,6 +112,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     # An export holds up to three connections (COPY, chunk writer, progress); most tasks one.
     rt = await Runtime.open(settings, pool_size=settings.worker_max_jobs * 3 + 4, pre_ping=False)
     reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
+    events.tag_worker(rt.engine, reg.worker_id)  # the task event log names who claimed what
     worker = build_worker(rt, reg)
     services = start_services(rt, reg)
     arq_task = asyncio.create_task(_run_arq(worker, stop))
