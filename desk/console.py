@@ -316,7 +316,7 @@ async def task_in_scope(rt: Runtime, scope: Scope, task_id: int) -> Found:
             )
         ).first()
     if row is None:
-        raise NotFound("Task not found.")
+        raise NotFound()  # outside the scope reads exactly like an unknown address
     data = dict(row._mapping)
     team, owner = data.pop("team_name"), data.pop("owner_email")
     return Found(BackgroundTask(**data), team, owner)
