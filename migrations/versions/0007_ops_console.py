@@ -37,6 +37,10 @@ BEGIN
     INSERT INTO task_event (task_id, at, event, run, attempt, execution_id, worker_id, detail)
     VALUES (NEW.id, NEW.created_at, 'accepted', NEW.run, NEW.attempts, NULL, NULL,
             to_char(NEW.run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'));
+    IF NEW.dispatched_at IS NOT NULL THEN  -- accepted and handed to the queue at once
+      INSERT INTO task_event (task_id, at, event, run, attempt, worker_id)
+      VALUES (NEW.id, NEW.dispatched_at, 'sent', NEW.run, NEW.attempts, me);
+    END IF;
     RETURN NEW;
   END IF;
   IF NEW.status IS DISTINCT FROM OLD.status OR NEW.run <> OLD.run THEN
@@ -87,6 +91,11 @@ BEGIN
   END IF;
   INSERT INTO task_event (task_id, at, event, run, attempt, execution_id, worker_id, detail)
   VALUES (NEW.id, coalesce(at_, now()), ev, NEW.run, att, eid, wid, left(det, 2000));
+  IF ev <> 'sent' AND NEW.status = 'WAITING' AND NEW.dispatched_at IS NOT NULL
+     AND NEW.dispatched_at IS DISTINCT FROM OLD.dispatched_at THEN  -- a retry sent at once
+    INSERT INTO task_event (task_id, at, event, run, attempt, worker_id)
+    VALUES (NEW.id, NEW.dispatched_at, 'sent', NEW.run, NEW.attempts, me);
+  END IF;
   RETURN NEW;
 END
 $$;
