@@ -16,11 +16,13 @@ from types import ModuleType
 from desk.errors import DeskError
 from desk.settings import ConfigError
 from taskdesk import dev
-from taskdesk.commands import import_tickets, migrate, seed, serve, tasks, tokens, worker
+from taskdesk.commands import import_tickets, lanes, migrate, seed, serve, tasks, tokens, worker
 from taskdesk.embedded import EmbeddedError
 
 # The subcommands, in the order `taskdesk --help` lists them.
-COMMANDS: list[ModuleType] = [dev, serve, worker, migrate, seed, tasks, import_tickets, tokens]
+COMMANDS: list[ModuleType] = [
+    dev, serve, worker, migrate, seed, tasks, lanes, import_tickets, tokens
+]  # fmt: skip
 
 EPILOG = """\
 configuration comes from environment variables (see README.md); with DATABASE_URL and
