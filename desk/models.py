@@ -244,6 +244,9 @@ class BackgroundTask(SQLModel, table=True):
     cancel_requested: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
     run: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    # Hand-offs to Redis so far (all rounds): every send gets the arq job id
+    # `task:{id}:{run}:{sends}`, one never used before (arq refuses an id it still knows).
+    sends: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     execution_id: str | None = Field(default=None, max_length=64)
     dispatched_at: datetime | None = _tz()
     lease_until: datetime | None = _tz()
@@ -258,6 +261,21 @@ class BackgroundTask(SQLModel, table=True):
     expires_at: datetime | None = _tz()
     finished_at: datetime | None = _tz()
     created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class TaskLane(SQLModel, table=True):
+    """An operator's pause of a lane (desk/lanes.py): its tasks are accepted but stay unsent.
+    No row means the lane was never paused."""
+
+    __tablename__ = "task_lane"
+
+    name: str = Field(primary_key=True, max_length=20)
+    paused: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    paused_by_id: int | None = Field(
+        default=None, foreign_key="app_user.id", ondelete="SET NULL", nullable=True
+    )
+    paused_at: datetime | None = _tz()
     updated_at: datetime = _now_col()
 
 

@@ -18,6 +18,7 @@ from desk.settings import ConfigError
 from taskdesk import dev
 from taskdesk.commands import (
     import_tickets,
+    lanes,
     migrate,
     operators,
     seed,
@@ -30,16 +31,8 @@ from taskdesk.embedded import EmbeddedError
 
 # The subcommands, in the order `taskdesk --help` lists them.
 COMMANDS: list[ModuleType] = [
-    dev,
-    serve,
-    worker,
-    migrate,
-    seed,
-    tasks,
-    import_tickets,
-    tokens,
-    operators,
-]
+    dev, serve, worker, migrate, seed, tasks, lanes, import_tickets, tokens, operators
+]  # fmt: skip
 
 EPILOG = """\
 configuration comes from environment variables (see README.md); with DATABASE_URL and

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
 revision: str = "0007"
-down_revision: Union[str, Sequence[str], None] = "0002"
+down_revision: Union[str, Sequence[str], None] = "0003"  # the lead re-chains (written against "0002")
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
