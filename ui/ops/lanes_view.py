@@ -1,80 +1,74 @@
-"""The console's view of lanes, read through `desk.lanes` (branch i10: `lane_of(kind)`,
-`pause(rt, lane, by_user_id)`, `resume(rt, lane, by_user_id)`, `states(rt)`).
-
-Read through importlib so the console still renders (one lane per kind, never paused) in a
-build without lanes; pause and resume then answer that lanes are not available.
-"""
+"""The console's view of lanes (`desk.lanes`): each lane's kinds, pause state (and who paused
+it), and its slots in use across the live workers (their heartbeats report per-lane `slots` and
+`used`); pausing and resuming, audited."""
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from types import ModuleType
 from typing import Any
 
-from desk.errors import ValidationProblem
-from desk.models import TaskKind
+import sqlalchemy as sa
+
+from desk import audit, lanes
+from desk.operators import Scope
 from desk.runtime import Runtime
 
 
 @dataclass(frozen=True)
 class LaneView:
     name: str
-    kinds: list[str]
-    paused: bool = False
-    paused_by: str | None = None
-    paused_at: datetime | None = None
-    slots: Any = None  # as desk.lanes reports them (used / total)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _module() -> ModuleType | None:
-    try:
-        return importlib.import_module("desk.lanes")
-    except ImportError:
-        return None
-
-
-def available() -> bool:
-    return _module() is not None
+    kinds: tuple[str, ...]
+    paused: bool
+    paused_by: str | None  # the e-mail of who paused it ("cli" when done from the command line)
+    paused_at: datetime | None
+    slots_per_worker: int
+    used: int  # slots in use now, over every live worker
+    total: int  # slots over every live worker
 
 
 def lane_of(kind: str) -> str:
-    mod = _module()
-    return str(mod.lane_of(kind)) if mod else kind.lower()
+    return lanes.lane_of(kind)
 
 
-def _get(state: Any, name: str, default: Any = None) -> Any:
-    if isinstance(state, dict):
-        return state.get(name, default)
-    return getattr(state, name, default)
-
-
-async def lanes(rt: Runtime) -> list[LaneView]:
-    mod = _module()
-    if mod is None:
-        return [LaneView(k.value.lower(), [k.value]) for k in TaskKind if k != TaskKind.NOOP]
+async def lanes_now(rt: Runtime, workers: list[dict[str, Any]]) -> list[LaneView]:
+    states = await lanes.states(rt)
+    ids = [s.paused_by for s in states if s.paused_by is not None]
+    emails: dict[int, str] = {}
+    if ids:
+        async with rt.engine.connect() as conn:
+            rows = await conn.execute(
+                sa.text("SELECT id, email FROM app_user WHERE id = ANY(:ids)"), {"ids": ids}
+            )
+            emails = {r.id: r.email for r in rows}
     out = []
-    for s in await mod.states(rt):
-        paused_by = _get(s, "paused_by")
+    for s in states:
+        per = [w.get("lanes", {}).get(s.name, {}) for w in workers]
+        per = [p for p in per if isinstance(p, dict)]
+        by = emails.get(s.paused_by) if s.paused_by is not None else ("cli" if s.paused else None)
         out.append(
             LaneView(
-                name=str(_get(s, "name")),
-                kinds=[str(k) for k in _get(s, "kinds", [])],
-                paused=bool(_get(s, "paused", False)),
-                paused_by=None if paused_by is None else str(paused_by),
-                paused_at=_get(s, "paused_at"),
-                slots=_get(s, "slots"),
+                name=s.name,
+                kinds=s.kinds,
+                paused=s.paused,
+                paused_by=by,
+                paused_at=s.paused_at,
+                slots_per_worker=s.slots,
+                used=sum(int(p.get("used", 0)) for p in per),
+                total=sum(int(p.get("slots", 0)) for p in per),
             )
         )
     return out
 
 
-async def set_paused(rt: Runtime, lane: str, by_user_id: int, paused: bool) -> None:
-    mod = _module()
-    if mod is None:
-        raise ValidationProblem("lane", "this build has no lanes to pause")
-    if lane not in {v.name for v in await lanes(rt)}:
-        raise ValidationProblem("lane", "no such lane")
-    await (mod.pause if paused else mod.resume)(rt, lane, by_user_id)
+async def set_paused(rt: Runtime, scope: Scope, lane: str, paused: bool) -> None:
+    """Pause or resume (a typed 422 for an unknown lane), then write the audit row."""
+    if paused:
+        await lanes.pause(rt, lane, scope.user_id)
+    else:
+        await lanes.resume(rt, lane, scope.user_id)
+    async with rt.engine.begin() as conn:
+        await audit.record(
+            conn, at=rt.clock(), actor_id=scope.user_id, actor=scope.actor,
+            action="lane_pause" if paused else "lane_resume", detail=lane,
+        )  # fmt: skip

@@ -27,7 +27,7 @@ async def overview(
 ) -> Response:
     data = await console.overview(rt, c.scope)
     status = await health.check(rt)
-    lanes = await lanes_view.lanes(rt)
+    lanes = await lanes_view.lanes_now(rt, status.workers)
     recent = await audit.recent(rt, operator=c.scope.operator, team_ids=c.scope.team_ids, limit=5)
     url, delay = live_url(request, watch)
     context = page_context(

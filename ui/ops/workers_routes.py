@@ -83,12 +83,13 @@ async def lanes_page(
     c: ConsoleDep,
     watch: Annotated[float | None, Query(ge=0)] = None,
 ) -> Response:
+    status = await health.check(rt)
     url, delay = live_url(request, watch)
     context = page_context(
         c,
         request,
-        lanes=await lanes_view.lanes(rt),
-        lanes_available=lanes_view.available(),
+        lanes=await lanes_view.lanes_now(rt, status.workers),
+        workers=len(status.workers),
         live_url=url,
         delay=delay,
     )
@@ -102,12 +103,7 @@ async def pause_or_resume(
     """A lane serves every team: only an operator may pause or resume it."""
     if action not in ("pause", "resume") or not c.scope.operator:
         raise NotFound()
-    await lanes_view.set_paused(rt, lane, c.scope.user_id, action == "pause")
-    async with rt.engine.begin() as conn:
-        await audit.record(
-            conn, at=rt.clock(), actor_id=c.scope.user_id, actor=c.scope.actor,
-            action=f"lane_{action}", detail=lane,
-        )  # fmt: skip
+    await lanes_view.set_paused(rt, c.scope, lane, action == "pause")
     return redirect(request, "/ops/lanes")
 
 
