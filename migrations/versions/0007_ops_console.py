@@ -56,6 +56,7 @@ BEGIN
       det := coalesce(NEW.last_error, '');
     ELSIF OLD.status = 'FAILED' THEN
       ev := 'retried';
+      eid := NULL;  -- the next claim brings a new one
     ELSIF OLD.status = 'RUNNING' AND NEW.attempts < OLD.attempts THEN
       ev := 'released';
     ELSIF OLD.status = 'RUNNING' AND NEW.last_error LIKE 'The worker running this task stopped responding%' THEN
@@ -66,6 +67,7 @@ BEGIN
       det := coalesce(NEW.last_error, '');
     ELSE
       ev := 'rearmed';
+      eid := NULL;
     END IF;
     IF OLD.status = 'RUNNING' THEN
       -- What happened to an execution is told under the worker that ran it (a rescue is
