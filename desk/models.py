@@ -316,6 +316,16 @@ class ImportRejection(SQLModel, table=True):
     reason: str = Field(max_length=500)
 
 
+# Tasks with an error (failed, retrying, or retried): the console's failure groups and error
+# search read these instead of the whole ledger. Declared beside the table to leave its
+# __table_args__ to the ledger's own indexes.
+sa.Index(
+    "background_task_errors",
+    BackgroundTask.__table__.c.id,  # type: ignore[attr-defined]
+    postgresql_where=sa.text("last_error IS NOT NULL"),
+)
+
+
 class SiteOperator(SQLModel, table=True):
     """A site-level operator: sees and steers every team's tasks in the console (CLI-granted)."""
 

@@ -158,6 +158,10 @@ def upgrade() -> None:
     )
     op.create_index("task_event_task", "task_event", ["task_id", "id"], unique=False)
     op.create_index("task_event_at", "task_event", ["at"], unique=False)
+    op.create_index(
+        "background_task_errors", "background_task", ["id"], unique=False,
+        postgresql_where=sa.text("last_error IS NOT NULL"),
+    )
     op.execute(TRIGGER_FUNCTION)
     op.execute(TRIGGERS)
 
@@ -167,6 +171,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER IF EXISTS background_task_event_update ON background_task")
     op.execute("DROP TRIGGER IF EXISTS background_task_event_insert ON background_task")
     op.execute("DROP FUNCTION IF EXISTS taskdesk_task_event()")
+    op.drop_index("background_task_errors", table_name="background_task")
     op.drop_index("task_event_at", table_name="task_event")
     op.drop_index("task_event_task", table_name="task_event")
     op.drop_table("task_event")
