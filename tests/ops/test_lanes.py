@@ -54,6 +54,8 @@ async def test_pause_holds_the_lane_and_resume_sends_what_waited(
         long_row = lanes_page.split('data-lane="long"', 1)[1].split("</tr>", 1)[0]
         assert "Paused by an operator" in long_row and "ops@site.test" in long_row
         assert 'data-paused="false"' in lanes_page.split('data-lane="short"', 1)[1][:40]
+        story = (await page.get(f"/ops/tasks/{export.id}", headers=HTML)).text
+        assert "Waiting: its lane (long) is paused by an operator" in story
         overview = (await page.get("/ops", headers=HTML)).text
         assert 'data-testid="paused-lanes"' in overview
         r = await page.hx_post("/ops/lanes/long/resume")

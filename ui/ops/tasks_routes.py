@@ -9,9 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import audit, console, events, failures, ops
+from desk import audit, console, events, failures, health, lanes, ops
 from desk.errors import ValidationProblem
-from desk.models import TaskKind, TaskStatus
+from desk.models import BackgroundTask, TaskKind, TaskStatus
+from desk.runtime import Runtime
 from ui.ops.pages import live_url, page_context, page_or_live
 from ui.ops.route import ConsoleDep, OpsRoute
 from ui.route import redirect
@@ -69,11 +70,7 @@ async def task_page(
     actions = await audit.recent(
         rt, operator=c.scope.operator, team_ids=c.scope.team_ids, task_id=task_id
     )
-    h = None
-    if found.task.status in ("WAITING", "RUNNING"):
-        from desk import health
-
-        h = await health.check(rt)
+    diagnosis = await _diagnosis(rt, found.task)
     url, delay = live_url(request, watch)
     context = page_context(
         c,
@@ -82,13 +79,27 @@ async def task_page(
         t=found.task,
         story=story,
         actions=actions,
-        diagnosis=ops.diagnose(found.task, h, rt.clock(), rt.settings.redelivery_seconds)
-        if h
-        else None,
+        diagnosis=diagnosis,
         live_url=url if found.task.status in ("WAITING", "RUNNING") else None,
         delay=delay,
     )
     return page_or_live(request, "ops/task.html", context)
+
+
+async def _diagnosis(rt: Runtime, task: BackgroundTask) -> str | None:
+    """One sentence on why an unfinished task is where it is (a paused lane first)."""
+    if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
+        return None
+    if task.status == TaskStatus.WAITING:
+        lane = lanes.lane_of(task.kind)
+        async with rt.engine.connect() as conn:
+            if lane in await lanes.paused_lanes(conn):
+                return (
+                    f"Waiting: its lane ({lane}) is paused by an operator; "
+                    "it is sent when the lane is resumed."
+                )
+    status = await health.check(rt)
+    return ops.diagnose(task, status, rt.clock(), rt.settings.redelivery_seconds)
 
 
 @router.post("/ops/tasks/{task_id}/retry")
