@@ -118,3 +118,20 @@ async def test_postgres_restart_while_tasks_run_costs_no_attempt(pg_rt, private_
 async def _progressing(rt: Runtime, ids: list[int]) -> bool:
     found = await rows(rt, ids)
     return all(r.status == "RUNNING" and r.progress_current >= 2 for r in found)
+
+
+async def test_an_outage_longer_than_the_lease_is_named_in_last_error(pg_rt, private_pg, tmp_path):
+    rt = pg_rt
+    world = await make_world(rt)
+    script = {"steps": 100, "step_seconds": 0.1}
+    env = {"lease_seconds": 2, "retry_base_seconds": 0.5}
+    with running_workers(rt.settings, tmp_path, **env) as [worker]:
+        task = (await tasks.submit_noop(rt, world.staff, world.team, script)).id
+        await wait_for(lambda: _progressing(rt, [task]), timeout=60, what="task running")
+        private_pg.stop()
+        # Well past the 2 s lease: the dispatcher (every 0.5 s) fails a dozen passes.
+        wait_until(lambda: worker.log().count("dispatcher pass failed") >= 12, 60, "a long outage")
+        private_pg.start()
+        [done] = await wait_for(all_status(rt, [task]), timeout=90, what="task completed")
+    assert done.attempts == 2, "the attempt cut off by the outage counts"
+    assert done.last_error.startswith("Database unreachable"), done.last_error
