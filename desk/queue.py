@@ -239,8 +239,13 @@ class Queue:
         except REDIS_ERRORS as exc:
             return f"unknown (Redis unreachable: {exc})"
         where = f"job {jid} in the {lane} lane"
-        if in_progress_ms and int(in_progress_ms) > 0:
-            return f"in progress: {where}, marker expires in {int(in_progress_ms) / 1000:.0f} s"
+        if int(in_progress_ms) != -2:  # -2: no such key; -1: a key without expiry
+            ttl = (
+                f"expires in {int(in_progress_ms) / 1000:.0f} s"
+                if in_progress_ms > 0
+                else "no expiry"
+            )
+            return f"in progress: {where} (marker {ttl})"
         if score is not None and job:
             due = datetime.fromtimestamp(float(score) / 1000, UTC)
             if due.timestamp() > time.time():

@@ -17,7 +17,7 @@ from desk.queue import Send
 from desk.runtime import Runtime
 
 log = logging.getLogger(__name__)
-BATCH = 500
+BATCH = 1000  # one Redis round trip sends a whole batch
 MAX_BATCHES = 20  # per pass; what is left waits for the next pass
 
 

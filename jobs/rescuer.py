@@ -46,20 +46,17 @@ async def sweep_queues(rt: Runtime) -> int:
     removed = 0
     for lane in LANES:
         entries = await rt.redis.zrange(rt.queue.lane_queue(lane), 0, JANITOR_WINDOW - 1)
-        jobs = {}
-        for raw in entries:
-            jid = raw.decode()
-            parsed = parse_job_id(prefix, jid)
-            if parsed is not None:
-                jobs[jid] = parsed
+        jobs = {raw.decode(): parse_job_id(prefix, raw.decode()) for raw in entries}
         if not jobs:
             continue
+        ids = list({p[0] for p in jobs.values() if p is not None})
         async with rt.engine.connect() as conn:
-            rows = await ledger.sends_of(conn, list({t for t, _, _ in jobs.values()}))
+            rows = await ledger.sends_of(conn, ids)
+        # Ids of another form (an older version's `task:{id}:{run}`) are never current.
         past = [
             jid
-            for jid, (task_id, run, send) in jobs.items()
-            if rows.get(task_id) != ("WAITING", run, send)
+            for jid, parsed in jobs.items()
+            if parsed is None or rows.get(parsed[0]) != ("WAITING", parsed[1], parsed[2])
         ]
         await rt.queue.purge(past)
         removed += len(past)

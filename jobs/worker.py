@@ -30,6 +30,7 @@ from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
 from desk import events, lanes
+from desk.db import is_transient
 from desk.models import BackgroundTask
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
@@ -70,6 +71,11 @@ class Lane:
         self._update()
         try:
             claimed = await claim_task(self.rt, task_id, run, team_max=self.team_max)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # The database is away: keep the message queued rather than wait for a redelivery.
+            raise Retry(defer=timedelta(seconds=1)) from exc
         finally:
             self.claiming -= 1
         if claimed is None:
