@@ -59,7 +59,10 @@ BEGIN
       eid := NULL;  -- the next claim brings a new one
     ELSIF OLD.status = 'RUNNING' AND NEW.attempts < OLD.attempts THEN
       ev := 'released';
-    ELSIF OLD.status = 'RUNNING' AND NEW.last_error LIKE 'The worker running this task stopped responding%' THEN
+    ELSIF OLD.status = 'RUNNING' AND (
+        NEW.last_error LIKE 'The worker running this task stopped responding%'
+        OR NEW.last_error LIKE 'Database unreachable: the worker running this task could not renew%'
+    ) THEN  -- the rescuer's words (desk/ledger.py rescue)
       ev := 'rescued';
       det := NEW.last_error;
     ELSIF OLD.status = 'RUNNING' THEN
