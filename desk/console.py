@@ -9,12 +9,12 @@ WAITING/RUNNING and finished_at; nothing here scans the whole ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk.errors import ValidationProblem
+from desk.errors import NotFound, ValidationProblem
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.operators import Scope
 from desk.runtime import Runtime
@@ -228,7 +228,7 @@ class Filters:
         return {k: v for k, v in out.items() if v}
 
 
-def parse_filters(raw: dict[str, str], tz: object = None) -> Filters:
+def parse_filters(raw: dict[str, str], tz: tzinfo | None = None) -> Filters:
     """Form input → Filters; a bad value is a ValidationProblem naming the field."""
     kind = raw.get("kind", "").strip().upper()
     if kind and kind not in {k.value for k in TaskKind}:
@@ -250,7 +250,7 @@ def parse_filters(raw: dict[str, str], tz: object = None) -> Filters:
     )
 
 
-def _when(value: str, name: str, tz: object) -> datetime | None:
+def _when(value: str, name: str, tz: tzinfo | None) -> datetime | None:
     value = value.strip()
     if not value:
         return None
@@ -259,7 +259,7 @@ def _when(value: str, name: str, tz: object) -> datetime | None:
     except ValueError:
         raise ValidationProblem(name, "use a date and time like 2026-11-30T14:00") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=tz)  # type: ignore[arg-type]
+        parsed = parsed.replace(tzinfo=tz or UTC)  # a time typed in the viewer's zone
     return parsed
 
 
@@ -334,8 +334,6 @@ async def teams(rt: Runtime, scope: Scope) -> list[tuple[int, str]]:
 
 async def task_in_scope(rt: Runtime, scope: Scope, task_id: int) -> Found:
     """One task with its team and owner; NotFound when missing or outside the scope."""
-    from desk.errors import NotFound
-
     where, params = scope.sql()
     async with rt.engine.connect() as conn:
         row = (

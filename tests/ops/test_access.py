@@ -137,6 +137,8 @@ async def test_bad_input_is_a_4xx_saying_what_to_fix(page_as, world, scene, oper
     r = await page.get("/ops/tasks?kind=PIZZA", headers=HTML)
     assert r.status_code == 422 and "use one of" in r.text
     assert (await page.get("/ops/tasks/abc", headers=HTML)).status_code == 404
+    r = await page.get("/ops/tasks?before=soon", headers=HTML)
+    assert r.status_code == 400 and "before" in r.text
     assert (await page.get("/ops/failures/zzz/retry", headers=HTML)).status_code == 404
     r = await page.hx_post(f"/ops/tasks/{scene.acme_waiting}/retry")
     assert r.status_code == 422 and "only a failed task" in r.text

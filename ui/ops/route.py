@@ -21,10 +21,10 @@ from starlette.exceptions import HTTPException
 from api import csrf
 from api.auth import read_session
 from desk import operators
-from desk.errors import DeskError, NotFound
+from desk.errors import DeskError, NotFound, ValidationProblem
 from desk.operators import Scope
-from ui.route import _validation, error_page
-from ui.viewer import LoginRequired, Viewer, _viewer, load_teams
+from ui.route import error_page
+from ui.viewer import LoginRequired, Viewer, page_viewer
 
 LIVE_FAST = 3  # seconds between polls of a live block while someone is looking
 LIVE_SLOW = 15  # after LIVE_FAST_FOR seconds of watching: still live, but cheaper
@@ -53,11 +53,10 @@ async def _console(request: Request) -> Console:
     if read_session(rt, request) is None:
         raise NotFound()
     try:
-        v = await _viewer(rt, request)
+        v = await page_viewer(request, rt)
     except LoginRequired:
         raise NotFound() from None
-    scope = await operators.scope_of(rt, v.user_id)
-    return Console(await load_teams(rt, v), scope)
+    return Console(v, await operators.scope_of(rt, v.user_id))
 
 
 async def _not_found(request: Request) -> Response:
@@ -66,6 +65,17 @@ async def _not_found(request: Request) -> Response:
 
     request.state.viewer = None
     return await not_found(request, HTTPException(404))
+
+
+def _bad_input(exc: RequestValidationError) -> DeskError | None:
+    """A 400 naming the query parameter; None for a malformed path (an unknown address)."""
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(p) for p in first.get("loc", ())]
+    if loc and loc[0] == "path":
+        return None
+    problem = ValidationProblem(loc[-1] if loc else "input", str(first.get("msg", "invalid")))
+    problem.http_status = 400
+    return problem
 
 
 class OpsRoute(APIRoute):
@@ -81,8 +91,8 @@ class OpsRoute(APIRoute):
             except NotFound:
                 return await _not_found(request)
             except RequestValidationError as exc:
-                problem = _validation(exc)
-                if isinstance(problem, NotFound):
+                problem = _bad_input(exc)
+                if problem is None:
                     return await _not_found(request)
                 return error_page(request, problem)
             except DeskError as exc:
