@@ -8,6 +8,7 @@ WAITING/RUNNING and finished_at; nothing here scans the whole ledger.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -61,17 +62,28 @@ class Overview:
     totals: KindCounts = field(init=False)
 
     def __post_init__(self) -> None:
-        t = KindCounts("ALL")
+        self.totals = add_up("ALL", self.kinds)
+
+    def by_lane(self, lane_of: Callable[[str], str]) -> list[KindCounts]:
+        """The same counts per lane (`kind` holds the lane's name), in first-seen order."""
+        lanes: dict[str, list[KindCounts]] = {}
         for k in self.kinds:
-            for name in ("queued", "scheduled", "retrying", "running", "failed", "completed"):
-                setattr(t, name, getattr(t, name) + getattr(k, name))
-        self.totals = t
+            lanes.setdefault(lane_of(k.kind), []).append(k)
+        return [add_up(name, members) for name, members in lanes.items()]
 
     @property
     def overdue_seconds(self) -> float | None:
         if self.oldest_overdue is None:
             return None
         return (self.now - self.oldest_overdue.run_at).total_seconds()
+
+
+def add_up(name: str, counts: list[KindCounts]) -> KindCounts:
+    t = KindCounts(name)
+    for k in counts:
+        for f in ("queued", "scheduled", "retrying", "running", "failed", "completed"):
+            setattr(t, f, getattr(t, f) + getattr(k, f))
+    return t
 
 
 async def overview(rt: Runtime, scope: Scope) -> Overview:

@@ -51,6 +51,12 @@ async def test_counts_series_latency_and_overdue(rt, world, clock, operator) -> 
     noop = next(k for k in admin.kinds if k.kind == "NOOP")
     assert (noop.queued, noop.scheduled, noop.retrying, noop.running) == (2, 1, 1, 1)
     assert (noop.failed, noop.completed) == (1, 5)
+    short = next(
+        lane
+        for lane in admin.by_lane(lambda k: "long" if k in ("EXPORT", "IMPORT") else "short")
+        if lane.kind == "short"
+    )
+    assert (short.queued, short.running, short.completed) == (2, 1, 6)  # the reminder too
     assert sum(admin.hour.completed) == 5 + 1 and admin.hour.completed[-1] == 5
     assert admin.hour.failed[-3] == 1  # two minutes ago
     assert sum(admin.day.completed) == 5 + 1 + 1 and len(admin.day.completed) == 96
@@ -76,3 +82,8 @@ async def test_the_overview_page_lives_by_polling_itself(page_as, rt, world, ope
     assert 'hx-trigger="load delay:3s"' in fragment.text
     stale = await page.hx_get("/ops?watch=1000")  # watched for ages: slower, never off
     assert 'hx-trigger="load delay:15s"' in stale.text
+    late = await _noop(rt, world, run_at=rt.clock() - timedelta(minutes=5))
+    text = (await page.get("/ops", headers=HTML)).text
+    oldest = text.split('data-testid="oldest-overdue">', 1)[1].split("</dd>", 1)[0]
+    assert f'href="/ops/tasks/{late}"' in oldest and "due 5.0 min ago" in oldest
+    assert 'data-lane="short"' in text and 'data-lane="long"' in text
