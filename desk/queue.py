@@ -4,20 +4,21 @@ Redis only wakes workers; the ledger decides what runs. Every call here is best 
 ledger's point of view: a message that is lost is sent again by the dispatcher, so failures are
 logged and reported, never raised into a request.
 
-Sends go through one Lua script (one round trip for a whole sweep). It writes jobs exactly as
+Sends go through one Lua script (one round trip for a whole sweep's messages). It writes jobs exactly as
 arq's `ArqRedis.enqueue_job` does (`arq:job:<id>` with arq's own serialisation, an entry in the
 lane's sorted set scored by the due time) and, like arq, refuses an id it still knows (a job,
 result or in-progress key): a refused send is not a send. Each send's job id is new
 (`{prefix}:task:{id}:{run}:{send}`), and a re-send removes what the previous send of the task
 left (its queue entry, job, in-progress and retry keys), whatever state it was in.
 
-The epoch key is written by the dispatcher only: when a sweep finds it missing, Redis lost its
-data (flush, restart without persistence, failover) and every sent-but-unclaimed task must be
-sent again at once.
+The epoch key is written by the dispatcher only (`SET NX` on every pass, beside the pass's SQL):
+when a pass finds it missing, Redis lost its data (flush, restart without persistence, failover)
+and every sent-but-unclaimed task must be sent again at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -89,20 +90,14 @@ class Send:
 @dataclass(frozen=True)
 class Sent:
     accepted: list[bool]  # per send, in order; False: not in Redis (refused or Redis down)
-    epoch_lost: bool = False  # this call found the epoch missing (and wrote a new one)
     reachable: bool = True
 
 
-# ARGV: epoch key, check epoch (0/1), epoch token, then 7 values per job:
-# queue, job id, score ms, expiry ms, payload, previous job id ('' if none).
+# ARGV: 6 values per job: queue, job id, score ms, expiry ms, payload, previous job id ('' if
+# none). Returns 1 (taken) or 0 (refused: arq knows the id) per job.
 _SEND = """
-local lost = 0
-if ARGV[2] == '1' and redis.call('EXISTS', ARGV[1]) == 0 then
-  redis.call('SET', ARGV[1], ARGV[3])
-  lost = 1
-end
-local out = {lost}
-local i = 4
+local out = {}
+local i = 1
 while i <= #ARGV do
   local q, id, score, px, payload, prev = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   if prev ~= '' then
@@ -163,12 +158,12 @@ class Queue:
         return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),
                 score, expiry, payload, prev]  # fmt: skip
 
-    async def send_many(self, sends: list[Send], *, check_epoch: bool = False) -> Sent:
-        """Hand every message to Redis in one round trip (the dispatcher's sweep, a web kick).
-
-        `check_epoch` (the dispatcher only) also reports whether Redis lost its data."""
+    async def send_many(self, sends: list[Send]) -> Sent:
+        """Hand every message to Redis in one round trip (the dispatcher's sweep, a web kick)."""
+        if not sends:
+            return Sent([])
         now_ms = int(time.time() * 1000)
-        argv: list[Any] = [epoch_key(self.prefix), "1" if check_epoch else "0", self._token]
+        argv: list[Any] = []
         for s in sends:
             argv += self._argv(s, now_ms)
         try:
@@ -178,7 +173,19 @@ class Queue:
                 "sending %d task(s) failed (the dispatcher will resend): %s", len(sends), exc
             )
             return Sent([False] * len(sends), reachable=False)
-        return Sent([bool(x) for x in out[1:]], epoch_lost=bool(out[0]))
+        return Sent([bool(x) for x in out])
+
+    async def mark_epoch(self) -> bool | None:
+        """Write the epoch key unless it exists: True means it was missing (Redis lost its data,
+        or this is its first dispatcher ever); None: Redis unreachable. The dispatcher only."""
+        try:
+            return bool(await self.redis.set(epoch_key(self.prefix), self._token, nx=True))
+        except REDIS_ERRORS:
+            return None
+
+    async def clear_epoch(self) -> None:
+        with contextlib.suppress(*REDIS_ERRORS):
+            await self.redis.delete(epoch_key(self.prefix))
 
     async def enqueue(
         self, task_id: int, run: int, send: int, lane: str, due: datetime | None = None

@@ -32,6 +32,7 @@ from jobs.outcomes import Cancelled, DatabaseUnreachable, LostFence, Permanent
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_RECOVERIES = 5  # a flapping database ends in a normal failed attempt, not a loop
+FAIL_PATIENCE = 600.0  # seconds a failed attempt waits for the database to record its end
 
 
 class Execution:
@@ -55,9 +56,13 @@ class Execution:
         """Seconds until the lease this execution last wrote runs out (as far as it knows)."""
         return self._last_write + self.lease.total_seconds() - time.monotonic()
 
-    async def fenced(self, write: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run `write` in one transaction, again on transient errors while the lease lasts."""
+    async def fenced(
+        self, write: Callable[[AsyncConnection], Awaitable[T]], *, patience: float | None = None
+    ) -> T:
+        """Run `write` in one transaction, again on transient errors while the lease lasts
+        (or for `patience` seconds)."""
         delay = 0.05
+        until = None if patience is None else time.monotonic() + patience
         while True:
             try:
                 async with self.rt.engine.begin() as conn:
@@ -65,7 +70,7 @@ class Execution:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                left = self.lease_left()
+                left = self.lease_left() if until is None else until - time.monotonic()
                 if left <= 0:
                     raise DatabaseUnreachable(describe_db_error(exc)) from exc
                 log.info("task %s: database unavailable, retrying: %s", self.task_id, exc)
@@ -186,9 +191,10 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
             conn, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
         )
 
-    # The database may still be away: keep trying for another lease (the fence decides).
-    ex._last_write = max(ex._last_write, time.monotonic())
-    task = await ex.fenced(write)
+    # The database may still be away: wait for it (the fence decides who records the end).
+    # Meanwhile the task stays listed in this worker's registration, so a rescuer elsewhere
+    # also names the database as the cause.
+    task = await ex.fenced(write, patience=FAIL_PATIENCE)
     if task is not None and task.status == "WAITING":
         await kick(rt, task)
     log.info(

@@ -6,7 +6,7 @@ Lanes (desk/lanes.py): each lane has its own arq queue and its own slots here, s
 (exports, imports) never takes a slot of short work (reminders). The arq job only claims the
 ledger row: the work then runs in a task of its own under the ledger's lease, so arq's job
 timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
-When a lane's slots are all busy it stops picking jobs (`allow_pick_jobs`).
+arq starts only as many claims as the lane has free slots (its `max_jobs` follows them).
 
 Shutdown: the registration disappears at once, no new job is picked, running tasks get
 WORKER_GRACE_SECONDS to finish, and any still running then is handed back to the ledger.
@@ -52,15 +52,22 @@ class Lane:
         self.slots = lanes.slots(rt.settings, name)
         self.processors = processors
         self.team_max = rt.settings.long_team_max_running if name == lanes.LONG else None
-        self.running: dict[int, asyncio.Task[str]] = {}
+        # execution id -> (task id, its work); keyed by execution, as a task rescued while a
+        # cut-off execution of it still winds down here may be claimed here again.
+        self.running: dict[str, tuple[int, asyncio.Task[str]]] = {}
         self.claiming = 0
         self.stopping = False
         self.worker: Worker | None = None
 
     def _update(self) -> None:
+        """Let arq start only as many claims as there are free slots. arq reads `max_jobs`
+        before each job it starts (`start_jobs`: `if self.job_counter >= self.max_jobs`) and
+        before each poll, and counts the claims in flight itself, so no job is picked that
+        would have to be handed back."""
         if self.worker is not None:
-            room = self.slots - len(self.running) - self.claiming
-            self.worker.allow_pick_jobs = not self.stopping and room > 0
+            room = 0 if self.stopping else self.slots - len(self.running)
+            self.worker.max_jobs = max(0, room)
+            self.worker.allow_pick_jobs = room > 0
 
     async def take(self, task_id: int, run: int) -> str:
         """arq's job: claim the row and start the work detached from arq (its timeout, its
@@ -81,7 +88,8 @@ class Lane:
         if claimed is None:
             self._update()
             return "stale"
-        self.running[task_id] = asyncio.create_task(self._work(*claimed))
+        task, execution_id = claimed
+        self.running[execution_id] = (task_id, asyncio.create_task(self._work(task, execution_id)))
         self._update()
         return "started"
 
@@ -92,9 +100,14 @@ class Lane:
             log.exception("task %s: execution %s ended with an error", task.id, execution_id)
             return "error"
         finally:
-            assert task.id is not None
-            self.running.pop(task.id, None)
+            self.running.pop(execution_id, None)
             self._update()
+
+    def task_ids(self) -> list[int]:
+        return [task_id for task_id, _ in self.running.values()]
+
+    def works(self) -> list[asyncio.Task[str]]:
+        return [work for _, work in self.running.values()]
 
 
 async def process_task(ctx: dict[str, Any], msg: Any) -> str:
@@ -180,7 +193,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     events.tag_worker(rt.engine, reg.worker_id)  # the task event log names who claimed what
     procs = registry()
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
-    reg.lanes = lambda: {ln.name: (ln.slots, list(ln.running)) for ln in lanes_here}
+    reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}
     workers = [build_worker(rt, reg, ln) for ln in lanes_here]
     services = start_services(rt, reg)
     arq_tasks = [asyncio.create_task(_run_arq(w, stop)) for w in workers]
@@ -208,7 +221,7 @@ async def _shutdown(
     for lane in lanes_here:
         lane.stopping = True
         lane._update()
-    running = [t for lane in lanes_here for t in lane.running.values() if not t.done()]
+    running = [t for lane in lanes_here for t in lane.works() if not t.done()]
     if running:
         log.info(
             "waiting up to %.0fs for %d running task(s)",
