@@ -44,6 +44,12 @@ def _mount_ui(app: FastAPI, settings: Settings) -> None:
     ui.mount(app)
 
 
+def _mount_console(app: FastAPI, settings: Settings) -> None:
+    import ui.ops  # the operators' console: /ops, /ops/tasks, /ops/failures, ...
+
+    ui.ops.mount(app)
+
+
 def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:
     # Last on purpose: the UI's own "/" (when it lands) is mounted before it and wins.
     app.include_router(home)
@@ -52,6 +58,7 @@ def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
     _mount_ops,
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
+    _mount_console,  # the operators' console: /ops/...
     _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_placeholder_home,
 ]

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from bench import b_export, b_ledger, b_pipeline, b_reminders, b_search, env
+from bench import b_burst, b_export, b_ledger, b_pipeline, b_reminders, b_search, env
 from bench.harness import FULL, QUICK, Ctx, load_people, runtime
 from bench.stats import Row, save, table
 
@@ -32,6 +32,7 @@ def registry() -> dict[str, Bench]:
         "pipeline": b_pipeline.pipeline,
         "start-latency": b_pipeline.start_latency,
         "reminder-lateness": b_reminders.reminder_lateness,
+        "reminder-burst": b_burst.reminder_burst,
         "status-read": b_http.status_read,
         "trigger": b_http.trigger,
         "search": b_search.search,

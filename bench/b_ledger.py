@@ -20,6 +20,7 @@ from bench import env
 from bench.harness import Ctx, clear_namespace, load_people, runtime
 from bench.stats import Row, Target, percentile
 from desk import ledger
+from desk.queue import epoch_key
 from desk.runtime import Runtime
 from jobs import dispatcher
 
@@ -64,6 +65,8 @@ async def _rearm(rt: Runtime) -> None:
             sa.text("UPDATE background_task SET dispatched_at = NULL WHERE status = 'WAITING'")
         )
     await clear_namespace(rt.redis, rt.settings.queue_prefix)
+    # Keys deleted, but not a Redis that lost its data: keep the epoch the dispatcher checks.
+    await rt.redis.set(epoch_key(rt.settings.queue_prefix), "bench")
 
 
 async def _timed_pass(rt: Runtime) -> tuple[float, int]:
@@ -82,6 +85,7 @@ async def _claim_only(rt: Runtime) -> float:
             lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
             redelivery=timedelta(seconds=s.redelivery_seconds),
             limit=dispatcher.BATCH,
+            team_max=s.long_team_max_running,
         )
         took = (time.perf_counter() - began) * 1000
         await tx.rollback()
@@ -103,7 +107,7 @@ async def sweep(ctx: Ctx) -> list[Row]:
                 await _rearm(rt)
                 claim.append(await _claim_only(rt))
                 took, sent = await _timed_pass(rt)
-                if sent != min(DUE, dispatcher.BATCH):
+                if sent != DUE:
                     raise RuntimeError(f"the pass sent {sent} of {DUE} due tasks")
                 full.append(took)
                 for _ in range(DUE // dispatcher.BATCH + 1):  # send the rest, untimed
@@ -113,15 +117,15 @@ async def sweep(ctx: Ctx) -> list[Row]:
     finally:
         await asyncio.to_thread(env.drop_db, ctx.servers, name)
     note = (
-        f"{n:,} finished + {DUE:,} due rows; a pass sends at most {dispatcher.BATCH}; its claim "
-        f"SQL alone {percentile(claim, 50):.1f} ms, the rest is one arq enqueue per task"
+        f"{n:,} finished + {DUE:,} due rows, sent in one pass: its claim SQL alone "
+        f"{percentile(claim, 50):.1f} ms, the rest is one Redis round trip (a Lua script)"
     )
     return [
         Row(
             "sweep (1k due)",
             "ms",
             full,
-            target=Target("value<=", 5),
+            target=Target("value<=", 30),
             note=note,
             extra={"claim_ms": claim},
         ),

@@ -80,6 +80,13 @@ def is_transient(exc: BaseException) -> bool:
     return sqlstate in TRANSIENT_SQLSTATES
 
 
+def describe_db_error(exc: BaseException) -> str:
+    """The first line of what the driver said (e.g. "connection refused"), for `last_error`."""
+    orig = exc.orig if isinstance(exc, saexc.DBAPIError) and exc.orig is not None else exc
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0]}" if text else type(orig).__name__
+
+
 async def retrying(fn: Callable[[], Awaitable[T]], *, attempts: int = 4) -> T:
     """Run `fn` (one whole transaction) again on transient errors, with a short backoff."""
     for attempt in range(1, attempts + 1):

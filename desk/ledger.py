@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.lanes import LANES, LONG, lane_of, lane_sql
 from desk.models import BackgroundTask
 
 _ACTIVE = "status IN ('WAITING', 'RUNNING')"
@@ -86,13 +87,20 @@ class NewTask:
 async def insert(
     conn: AsyncConnection, new: NewTask, *, now: datetime, dispatched: bool
 ) -> BackgroundTask | None:
-    """Insert a WAITING task; None when an active task already holds the scope (unique index)."""
+    """Insert a WAITING task; None when an active task already holds the scope (unique index).
+
+    `dispatched`: the caller sends it right after commit, as send 1 (`sends = 1`), unless its
+    lane is paused (then it waits unsent, `dispatched_at` NULL)."""
+    send = "(:dispatched AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = :lane AND paused))"
     return await _one(
         conn,
         "INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, "
-        " scope_creator_id, reminder_revision, note, run_at, max_attempts, dispatched_at, created_at, updated_at) "
+        " scope_creator_id, reminder_revision, note, run_at, max_attempts, dispatched_at, sends, "
+        " created_at, updated_at) "
         "VALUES (:kind, :team_id, :owner_id, :ticket_id, :scope_key, CAST(:filters AS jsonb), "
-        " :scope_creator_id, :reminder_revision, :note, :run_at, :max_attempts, :dispatched, :now, :now) "
+        f" :scope_creator_id, :reminder_revision, :note, :run_at, :max_attempts, "
+        f" CASE WHEN {send} THEN CAST(:now AS timestamptz) END, CASE WHEN {send} THEN 1 ELSE 0 END, "
+        " :now, :now) "
         "ON CONFLICT (kind, team_id, scope_key) WHERE status IN ('WAITING', 'RUNNING') DO NOTHING "
         "RETURNING *",
         {
@@ -107,7 +115,8 @@ async def insert(
             "note": new.note,
             "run_at": new.run_at,
             "max_attempts": new.max_attempts,
-            "dispatched": now if dispatched else None,
+            "dispatched": dispatched,
+            "lane": lane_of(new.kind),
             "now": now,
         },
     )
@@ -137,46 +146,121 @@ async def count_active_and_recent(
 
 @dataclass(frozen=True)
 class Due:
+    """A send reserved in the ledger: hand `{task_id, run}` to Redis as send number `send`."""
+
     task_id: int
     run: int
     run_at: datetime
+    send: int
+    kind: str
+
+    @property
+    def lane(self) -> str:
+        return lane_of(self.kind)
+
+
+_LONG_KINDS = ", ".join(f"'{k}'" for k in LANES[LONG])
+# Teams that already run as many long tasks as one team may (`long_team_max_running`).
+_FULL_TEAMS = (
+    "SELECT team_id FROM background_task WHERE status = 'RUNNING' "
+    f" AND kind IN ({_LONG_KINDS}) GROUP BY team_id HAVING count(*) >= :team_max"
+)
+_SENDABLE = (
+    f"{lane_sql()} NOT IN (SELECT name FROM task_lane WHERE paused) "
+    f"AND NOT (kind IN ({_LONG_KINDS}) AND team_id IN (SELECT team_id FROM full_teams))"
+)
+_RETURNING = "RETURNING b.id, b.run, b.run_at, b.sends, b.kind"
+
+
+def _dues(rows: Any) -> list[Due]:
+    return [Due(r.id, r.run, r.run_at, r.sends, r.kind) for r in rows]
 
 
 async def claim_due(
-    conn: AsyncConnection, *, now: datetime, lookahead: timedelta, redelivery: timedelta, limit: int
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    lookahead: timedelta,
+    redelivery: timedelta,
+    limit: int,
+    team_max: int,
 ) -> list[Due]:
-    """Mark due WAITING rows as sent: never sent yet, or sent and not started within the window."""
+    """Reserve a send for due WAITING rows: never sent, or sent and not claimed within the
+    redelivery window. Paused lanes are skipped, and long tasks of a team that already runs
+    `team_max` of them wait for one to end."""
     rows = await conn.execute(
         sa.text(
-            "WITH due AS (SELECT id FROM background_task "
+            f"WITH full_teams AS ({_FULL_TEAMS}), due AS (SELECT id FROM background_task "
             "  WHERE status = 'WAITING' AND run_at <= :horizon "
             "    AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < :stale) "
+            f"   AND {_SENDABLE} "
             "  ORDER BY run_at LIMIT :lim FOR UPDATE SKIP LOCKED) "
-            "UPDATE background_task b SET dispatched_at = :now FROM due WHERE b.id = due.id "
-            "RETURNING b.id, b.run, b.run_at"
+            "UPDATE background_task b SET dispatched_at = :now, sends = b.sends + 1 "
+            f"FROM due WHERE b.id = due.id {_RETURNING}"
         ),
-        {"now": now, "horizon": now + lookahead, "stale": now - redelivery, "lim": limit},
+        {
+            "now": now,
+            "horizon": now + lookahead,
+            "stale": now - redelivery,
+            "lim": limit,
+            "team_max": team_max,
+        },
     )
-    return [Due(r.id, r.run, r.run_at) for r in rows]
+    return _dues(rows)
+
+
+async def reserve_send(
+    conn: AsyncConnection, task_id: int, run: int, *, now: datetime, team_max: int
+) -> Due | None:
+    """Reserve the next send of one unsent WAITING task (a kick right after a state change);
+    None when a dispatcher got there first, its lane is paused or its team's long slots are full."""
+    rows = await conn.execute(
+        sa.text(
+            f"WITH full_teams AS ({_FULL_TEAMS}) "
+            "UPDATE background_task b SET dispatched_at = :now, sends = b.sends + 1 "
+            "WHERE b.id = :id AND b.run = :run AND b.status = 'WAITING' AND b.dispatched_at IS NULL "
+            f" AND {_SENDABLE.replace('kind', 'b.kind').replace('team_id IN', 'b.team_id IN')} "
+            f"{_RETURNING}"
+        ),
+        {"id": task_id, "run": run, "now": now, "team_max": team_max},
+    )
+    found = _dues(rows)
+    return found[0] if found else None
 
 
 async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
-    """Messages Redis did not take: let the next sweep try again at once."""
+    """Sends Redis did not take: let the next sweep try again at once (unless a later send or
+    a state change happened meanwhile)."""
     await conn.execute(
         sa.text(
-            "UPDATE background_task SET dispatched_at = NULL WHERE id = ANY(:ids) AND run = ANY(:runs) AND status = 'WAITING'"
+            "UPDATE background_task b SET dispatched_at = NULL FROM "
+            " unnest(CAST(:ids AS bigint[]), CAST(:sends AS int[])) AS u(id, send) "
+            "WHERE b.id = u.id AND b.sends = u.send AND b.status = 'WAITING'"
         ),
-        {"ids": [d.task_id for d in due], "runs": [d.run for d in due]},
+        {"ids": [d.task_id for d in due], "sends": [d.send for d in due]},
     )
 
 
-async def mark_sent(conn: AsyncConnection, task_id: int, run: int, now: datetime) -> None:
-    await conn.execute(
+async def forget_sends(conn: AsyncConnection, keep: list[int]) -> int:
+    """Redis lost its data: every WAITING task (but `keep`, just sent into the new Redis) counts
+    as never sent, so the sweep resends them all."""
+    result = await conn.execute(
         sa.text(
-            "UPDATE background_task SET dispatched_at = :now WHERE id = :id AND run = :run AND status = 'WAITING'"
+            "UPDATE background_task SET dispatched_at = NULL "
+            "WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(:keep)"
         ),
-        {"id": task_id, "run": run, "now": now},
+        {"keep": keep},
     )
+    return int(result.rowcount)
+
+
+async def sends_of(conn: AsyncConnection, task_ids: list[int]) -> dict[int, tuple[str, int, int]]:
+    """(status, run, sends) per task id: which queue entries are of a send the ledger moved past."""
+    rows = await conn.execute(
+        sa.text("SELECT id, status, run, sends FROM background_task WHERE id = ANY(:ids)"),
+        {"ids": task_ids},
+    )
+    return {r.id: (r.status, r.run, r.sends) for r in rows}
 
 
 # --- execution ------------------------------------------------------------------------------
@@ -190,14 +274,36 @@ async def claim(
     *,
     now: datetime,
     lease: timedelta,
+    team_max: int | None = None,
 ) -> BackgroundTask | None:
-    """Take a delivered task: only a WAITING row of the same round; anything else is stale."""
+    """Take a delivered task: only a WAITING row of the same round; anything else is stale.
+
+    `team_max` (the long lane): run the caller's transaction; the team's lock makes the count of
+    its running long tasks exact. A team at its cap gets its task back unsent (`dispatched_at`
+    NULL), and the dispatcher sends it again once one of the team's long tasks ends."""
+    params = {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease}
+    if team_max is not None:
+        await conn.execute(
+            sa.text(
+                "SELECT pg_advisory_xact_lock(7342, team_id) FROM background_task WHERE id = :id"
+            ),
+            {"id": task_id},
+        )
+        full = await conn.execute(
+            sa.text(
+                f"UPDATE background_task SET dispatched_at = NULL WHERE id = :id AND run = :run "
+                f" AND status = 'WAITING' AND team_id IN ({_FULL_TEAMS}) RETURNING id"
+            ),
+            {"id": task_id, "run": run, "team_max": team_max},
+        )
+        if full.first() is not None:
+            return None
     return await _one(
         conn,
         "UPDATE background_task SET status = 'RUNNING', execution_id = :eid, attempts = attempts + 1, "
         " lease_until = :lease, started_at = :now, updated_at = :now "
         "WHERE id = :id AND run = :run AND status = 'WAITING' AND NOT cancel_requested RETURNING *",
-        {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease},
+        params,
     )
 
 
@@ -349,8 +455,13 @@ async def ack_cancel(
     )
 
 
-async def rescue(conn: AsyncConnection, *, now: datetime, limit: int) -> list[BackgroundTask]:
-    """RUNNING rows whose lease expired (the worker died): re-arm, or fail when out of attempts."""
+async def rescue(
+    conn: AsyncConnection, *, now: datetime, limit: int, unreachable: tuple[int, ...] = ()
+) -> list[BackgroundTask]:
+    """RUNNING rows whose lease expired (the worker died): re-arm, or fail when out of attempts.
+
+    `unreachable`: tasks a live worker still runs (its registration lists them) — it could not
+    renew the lease because it could not reach the database, and `last_error` says so."""
     rows = await conn.execute(
         sa.text(
             "WITH lost AS (SELECT id FROM background_task WHERE status = 'RUNNING' AND lease_until < :now "
@@ -361,13 +472,15 @@ async def rescue(conn: AsyncConnection, *, now: datetime, limit: int) -> list[Ba
             " run = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN b.run + 1 ELSE b.run END, "
             " run_at = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN :now ELSE b.run_at END, "
             " finished_at = CASE WHEN b.cancel_requested OR b.attempts >= b.max_attempts THEN :now END, "
-            " last_error = CASE WHEN b.cancel_requested THEN b.last_error ELSE "
-            "   'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
+            " last_error = CASE WHEN b.cancel_requested THEN b.last_error "
+            "   WHEN b.id = ANY(:unreachable) THEN 'Database unreachable: the worker running this "
+            "task could not renew its lease (attempt ' || b.attempts || ' of ' || b.max_attempts || ').' "
+            "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
             "   || b.max_attempts || ').' END, "
             " dispatched_at = NULL, lease_until = NULL, updated_at = :now "
             "FROM lost WHERE b.id = lost.id RETURNING b.*"
         ),
-        {"now": now, "lim": limit},
+        {"now": now, "lim": limit, "unreachable": list(unreachable)},
     )
     return [_task(r) for r in rows]
 
@@ -405,7 +518,7 @@ async def retry(conn: AsyncConnection, task_id: int, *, now: datetime) -> Backgr
     return await _one(
         conn,
         "UPDATE background_task SET status = 'WAITING', run = run + 1, attempts = 0, run_at = :now, "
-        " dispatched_at = :now, finished_at = NULL, cancel_requested = false, progress = 0, "
+        " dispatched_at = NULL, finished_at = NULL, cancel_requested = false, progress = 0, "
         " progress_current = 0, progress_message = '', updated_at = :now "
         "WHERE id = :id AND status = 'FAILED' RETURNING *",
         {"id": task_id, "now": now},

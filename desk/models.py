@@ -244,6 +244,9 @@ class BackgroundTask(SQLModel, table=True):
     cancel_requested: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
     run: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    # Hand-offs to Redis so far (all rounds): every send gets the arq job id
+    # `task:{id}:{run}:{sends}`, one never used before (arq refuses an id it still knows).
+    sends: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     execution_id: str | None = Field(default=None, max_length=64)
     dispatched_at: datetime | None = _tz()
     lease_until: datetime | None = _tz()
@@ -258,6 +261,21 @@ class BackgroundTask(SQLModel, table=True):
     expires_at: datetime | None = _tz()
     finished_at: datetime | None = _tz()
     created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class TaskLane(SQLModel, table=True):
+    """An operator's pause of a lane (desk/lanes.py): its tasks are accepted but stay unsent.
+    No row means the lane was never paused."""
+
+    __tablename__ = "task_lane"
+
+    name: str = Field(primary_key=True, max_length=20)
+    paused: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    paused_by_id: int | None = Field(
+        default=None, foreign_key="app_user.id", ondelete="SET NULL", nullable=True
+    )
+    paused_at: datetime | None = _tz()
     updated_at: datetime = _now_col()
 
 
@@ -310,3 +328,66 @@ class WebSession(SQLModel, table=True):
     created_at: datetime = _now_col()
     expires_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
     revoked_at: datetime | None = _tz()
+
+
+# Tasks with an error (failed, retrying, or retried): the console's failure groups and error
+# search read these instead of the whole ledger. Declared beside the table to leave its
+# __table_args__ to the ledger's own indexes.
+sa.Index(
+    "background_task_errors",
+    BackgroundTask.__table__.c.id,  # type: ignore[attr-defined]
+    postgresql_where=sa.text("last_error IS NOT NULL"),
+)
+
+
+class SiteOperator(SQLModel, table=True):
+    """A site-level operator: sees and steers every team's tasks in the console (CLI-granted)."""
+
+    __tablename__ = "site_operator"
+
+    user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
+    created_at: datetime = _now_col()
+
+
+class OpsAudit(SQLModel, table=True):
+    """One console (or operators CLI) action: who, what, which tasks, when."""
+
+    __tablename__ = "ops_audit"
+    __table_args__ = (
+        sa.Index("ops_audit_team", "team_id", sa.text("id DESC")),
+        sa.Index("ops_audit_tasks", "task_ids", postgresql_using="gin"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    actor_id: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    actor: str = Field(max_length=320)
+    action: str = Field(max_length=40)
+    team_id: int | None = Field(default=None, foreign_key="team.id", ondelete="CASCADE")
+    task_ids: list[int] = Field(
+        default_factory=list,
+        sa_column=sa.Column(pg.ARRAY(sa.BigInteger), nullable=False, server_default="{}"),
+    )
+    count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    detail: str = Field(default="", sa_column_kwargs={"server_default": ""})
+
+
+class TaskEvent(SQLModel, table=True):
+    """The append-only story of a task, written by a trigger on background_task (migration
+    0007) so no ledger statement has to remember it."""
+
+    __tablename__ = "task_event"
+    __table_args__ = (
+        sa.Index("task_event_task", "task_id", "id"),
+        sa.Index("task_event_at", "at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=sa.BigInteger)
+    task_id: int = Field(foreign_key="background_task.id", ondelete="CASCADE")
+    at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    event: str = Field(max_length=20)
+    run: int
+    attempt: int
+    execution_id: str | None = Field(default=None, max_length=64)
+    worker_id: str | None = Field(default=None, max_length=200)
+    detail: str = Field(default="", sa_column_kwargs={"server_default": ""})

@@ -55,7 +55,11 @@ class Settings(BaseSettings):
     redelivery_seconds: float = Field(default=15.0, ge=1, le=3600)
     dispatch_interval: float = Field(default=0.5, gt=0, le=60)
     dispatch_lookahead_seconds: float = Field(default=3600.0, ge=0, le=80_000)
+    # Slots per worker process and lane (desk/lanes.py): short tasks (reminders) and long ones
+    # (exports, imports) never take each other's slots.
     worker_max_jobs: int = Field(default=10, ge=1, le=1000)
+    worker_long_slots: int = Field(default=3, ge=1, le=1000)
+    long_team_max_running: int = Field(default=2, ge=1, le=1000)
     # 0.01 s: a task starts ~5 ms after its enqueue on average (0.05 s: ~25 ms); an idle worker
     # polls Redis 100 times a second for it (~5 % of a core, measured by bench/).
     worker_poll_delay: float = Field(default=0.01, gt=0, le=10)

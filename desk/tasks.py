@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access, inputs, ledger
 from desk.db import retry_transient
+from desk.delivery import send_now
 from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
 from desk.models import BackgroundTask, TaskKind, TaskStatus
@@ -31,12 +32,7 @@ MAX_PAGE = 100
 
 async def kick(rt: Runtime, task: BackgroundTask) -> None:
     """After commit: hand the task to arq now (deferred when it is due later)."""
-    now = rt.clock()
-    if task.run_at > now + timedelta(seconds=rt.settings.dispatch_lookahead_seconds):
-        return  # the dispatcher sends it when it comes within the look-ahead
-    defer = task.run_at if task.run_at > now else None
-    assert task.id is not None
-    await rt.queue.enqueue(task.id, task.run, defer)
+    await send_now(rt, task)
 
 
 def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:

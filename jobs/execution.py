@@ -1,7 +1,13 @@
 """One execution of one task: claim, fenced progress with a keep-alive lease, and the endings.
 
-`process_task` is the arq entry point. It drops stale messages, claims the row, runs the
-processor for the task's kind, and turns what happened into exactly one ledger transition.
+`claim_task` takes a delivered `{task_id, run}`; `run_claimed` runs the processor for the task's
+kind and turns what happened into exactly one ledger transition; `execute` is both in a row.
+
+A database outage shorter than the lease costs nothing: fenced writes (progress, lease) retry
+with backoff while the lease lasts, and a processor that hits a transient database error is run
+again within the same execution (same attempt) once the database answers — an import goes on
+after its last committed batch, an export starts its stream again. Only when the lease runs out
+does the task fail, with "Database unreachable" as its error.
 """
 
 from __future__ import annotations
@@ -12,16 +18,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import ledger
-from desk.db import is_transient, retry_transient
+from desk.db import describe_db_error, is_transient, retry_transient
 from desk.models import BackgroundTask
 from desk.runtime import Runtime
 from desk.tasks import kick
-from jobs.outcomes import Cancelled, LostFence, Permanent
+from jobs.outcomes import Cancelled, DatabaseUnreachable, LostFence, Permanent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_RECOVERIES = 5  # a flapping database ends in a normal failed attempt, not a loop
+FAIL_PATIENCE = 600.0  # seconds a failed attempt waits for the database to record its end
 
 
 class Execution:
@@ -41,25 +52,48 @@ class Execution:
         assert self.task.id is not None
         return self.task.id
 
+    def lease_left(self) -> float:
+        """Seconds until the lease this execution last wrote runs out (as far as it knows)."""
+        return self._last_write + self.lease.total_seconds() - time.monotonic()
+
+    async def fenced(
+        self, write: Callable[[AsyncConnection], Awaitable[T]], *, patience: float | None = None
+    ) -> T:
+        """Run `write` in one transaction, again on transient errors while the lease lasts
+        (or for `patience` seconds)."""
+        delay = 0.05
+        until = None if patience is None else time.monotonic() + patience
+        while True:
+            try:
+                async with self.rt.engine.begin() as conn:
+                    return await write(conn)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                left = self.lease_left() if until is None else until - time.monotonic()
+                if left <= 0:
+                    raise DatabaseUnreachable(describe_db_error(exc)) from exc
+                log.info("task %s: database unavailable, retrying: %s", self.task_id, exc)
+                await asyncio.sleep(min(delay, max(0.01, left)))
+                delay = min(delay * 2, 1.0)
+
+    async def _pulse(self, **fields: Any) -> None:
+        async def write(conn: AsyncConnection) -> ledger.Pulse:
+            now = self.rt.clock()
+            return await ledger.progress(
+                conn, self.task_id, self.execution_id, now=now, lease=self.lease, **fields
+            )
+
+        pulse = await self.fenced(write)
+        self._last_write = time.monotonic()
+        self.lost = self.lost or not pulse.alive
+        self.cancel_requested = self.cancel_requested or pulse.cancel_requested
+
     async def progress(
         self, current: int | None = None, total: int | None = None, message: str | None = None
     ) -> None:
         """Write progress (extends the lease). Raises Cancelled or LostFence: stop working."""
-        async with self.rt.engine.begin() as conn:
-            pulse = await ledger.progress(
-                conn,
-                self.task_id,
-                self.execution_id,
-                now=self.rt.clock(),
-                lease=self.lease,
-                current=current,
-                total=total,
-                message=message,
-            )
-        self._last_write = time.monotonic()
-        if not pulse.alive:
-            self.lost = True
-        self.cancel_requested = self.cancel_requested or pulse.cancel_requested
+        await self._pulse(current=current, total=total, message=message)
         self.raise_if_stopped()
 
     def raise_if_stopped(self) -> None:
@@ -76,16 +110,38 @@ class Execution:
             if time.monotonic() - self._last_write < interval:
                 continue
             try:
-                async with self.rt.engine.begin() as conn:
-                    pulse = await ledger.progress(
-                        conn, self.task_id, self.execution_id, now=self.rt.clock(), lease=self.lease
-                    )
+                await self._pulse()
             except Exception as exc:
                 log.warning("keep-alive for task %s failed: %s", self.task_id, exc)
-                continue
-            self._last_write = time.monotonic()
-            self.lost = self.lost or not pulse.alive
-            self.cancel_requested = self.cancel_requested or pulse.cancel_requested
+
+    async def recover(self) -> bool:
+        """After a transient database error: wait (while the lease lasts) until the database
+        answers, then re-read the row. True: run the processor again in this execution;
+        False: this execution's finish did commit after all."""
+
+        async def reread(conn: AsyncConnection) -> BackgroundTask | None:
+            row = await ledger.get(conn, self.task_id)
+            if (
+                row is not None
+                and row.status == "RUNNING"
+                and row.execution_id == self.execution_id
+            ):
+                await ledger.drop_chunks(conn, self.task_id, self.execution_id)
+                await ledger.progress(
+                    conn, self.task_id, self.execution_id, now=self.rt.clock(), lease=self.lease
+                )
+            return row
+
+        row = await self.fenced(reread)
+        self._last_write = time.monotonic()
+        if row is None or row.execution_id != self.execution_id:
+            raise LostFence()
+        if row.status == "COMPLETED":
+            return False
+        if row.status != "RUNNING":
+            raise LostFence()
+        self.task = row  # an import goes on after the rows it committed
+        return True
 
 
 Processor = Callable[[Execution], Awaitable[None]]
@@ -97,35 +153,48 @@ def describe_error(exc: BaseException) -> str:
 
 
 @retry_transient
-async def _claim(rt: Runtime, task_id: int, run: int) -> tuple[BackgroundTask, str] | None:
+async def claim_task(
+    rt: Runtime, task_id: int, run: int, *, team_max: int | None = None
+) -> tuple[BackgroundTask, str] | None:
+    """Claim a delivered task; `team_max` for the long lane (one team cannot fill it)."""
     execution_id = uuid.uuid4().hex
+    lease = timedelta(seconds=rt.settings.lease_seconds)
+    if team_max is not None:
+        async with rt.engine.begin() as conn:
+            task = await ledger.claim(
+                conn, task_id, run, execution_id, now=rt.clock(), lease=lease, team_max=team_max
+            )
+        return (task, execution_id) if task else None
     # One conditional UPDATE: autocommit spares the BEGIN and COMMIT round trips.
     async with rt.engine.connect() as plain:
         conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-        task = await ledger.claim(
-            conn,
-            task_id,
-            run,
-            execution_id,
-            now=rt.clock(),
-            lease=timedelta(seconds=rt.settings.lease_seconds),
-        )
+        task = await ledger.claim(conn, task_id, run, execution_id, now=rt.clock(), lease=lease)
     return (task, execution_id) if task else None
 
 
-@retry_transient
 async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     rt = ex.rt
-    now = rt.clock()
-    retry_at = None
-    if retryable:
-        s = rt.settings
-        retry_at = now + ledger.backoff(ex.task.attempts, s.retry_base_seconds, s.retry_max_seconds)
-    message = exc.message if isinstance(exc, Permanent) else describe_error(exc)
-    async with rt.engine.begin() as conn:
-        task = await ledger.fail(
+    message = (
+        exc.message if isinstance(exc, Permanent | DatabaseUnreachable) else describe_error(exc)
+    )
+    if is_transient(exc):
+        message = f"Database unreachable: {describe_db_error(exc)}"
+
+    async def write(conn: AsyncConnection) -> BackgroundTask | None:
+        now = rt.clock()
+        retry_at = None
+        if retryable:
+            s = rt.settings
+            wait = ledger.backoff(ex.task.attempts, s.retry_base_seconds, s.retry_max_seconds)
+            retry_at = now + wait
+        return await ledger.fail(
             conn, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
         )
+
+    # The database may still be away: wait for it (the fence decides who records the end).
+    # Meanwhile the task stays listed in this worker's registration, so a rescuer elsewhere
+    # also names the database as the cause.
+    task = await ex.fenced(write, patience=FAIL_PATIENCE)
     if task is not None and task.status == "WAITING":
         await kick(rt, task)
     log.info(
@@ -140,17 +209,33 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
 async def _run(ex: Execution, processor: Processor) -> None:
     keeper = asyncio.create_task(ex.keep_alive())
     try:
-        await processor(ex)
+        for recoveries in range(MAX_RECOVERIES + 1):
+            try:
+                await processor(ex)
+                return
+            except Exception as exc:
+                if not is_transient(exc) or recoveries == MAX_RECOVERIES:
+                    raise
+                log.warning(
+                    "task %s: database error, resuming when it answers: %s", ex.task_id, exc
+                )
+                if not await ex.recover():
+                    return
     finally:
         keeper.cancel()
 
 
 async def execute(rt: Runtime, processors: dict[str, Processor], task_id: int, run: int) -> str:
     """Run one delivered message; returns what happened (for logs and tests)."""
-    claimed = await _claim(rt, task_id, run)
+    claimed = await claim_task(rt, task_id, run)
     if claimed is None:
         return "stale"
-    task, execution_id = claimed
+    return await run_claimed(rt, processors, *claimed)
+
+
+async def run_claimed(
+    rt: Runtime, processors: dict[str, Processor], task: BackgroundTask, execution_id: str
+) -> str:
     ex = Execution(rt, task, execution_id)
     processor = processors.get(task.kind)
     try:
@@ -164,7 +249,9 @@ async def execute(rt: Runtime, processors: dict[str, Processor], task_id: int, r
             await ledger.ack_cancel(conn, ex.task_id, execution_id, now=rt.clock())
         return "cancelled"
     except LostFence:
-        log.info("task %s: execution %s lost its fence; discarding its work", task_id, execution_id)
+        log.info(
+            "task %s: execution %s lost its fence; discarding its work", ex.task_id, execution_id
+        )
         async with rt.engine.begin() as conn:
             await ledger.drop_chunks(conn, ex.task_id, execution_id)
         return "discarded"
@@ -176,8 +263,8 @@ async def execute(rt: Runtime, processors: dict[str, Processor], task_id: int, r
         await _release(rt, ex)
         raise
     except Exception as exc:
-        if not is_transient(exc):
-            log.exception("task %s failed", task_id)
+        if not is_transient(exc) and not isinstance(exc, DatabaseUnreachable):
+            log.exception("task %s failed", ex.task_id)
         await _fail(ex, exc, retryable=True)
         return "retry"
 

@@ -25,3 +25,11 @@ class Cancelled(JobOutcome):
 
 class LostFence(JobOutcome):
     """Another execution owns this task now; this one's work is discarded."""
+
+
+class DatabaseUnreachable(JobOutcome):
+    """Database unreachable for longer than the task's lease."""
+
+    def __init__(self, cause: str = "") -> None:
+        base = (type(self).__doc__ or "").strip().rstrip(".")
+        super().__init__(f"{base}: {cause}" if cause else f"{base}.")

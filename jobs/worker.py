@@ -1,5 +1,12 @@
-"""The worker process: arq runs processors; beside it run the dispatcher (with the heartbeat),
-the rescuer and the pruner. `run_worker(settings)` blocks until SIGTERM/SIGINT.
+"""The worker process: one arq consumer per lane runs processors; beside them run the
+dispatcher (with the heartbeat), the rescuer, the janitor and the pruner. `run_worker(settings)`
+blocks until SIGTERM/SIGINT.
+
+Lanes (desk/lanes.py): each lane has its own arq queue and its own slots here, so long work
+(exports, imports) never takes a slot of short work (reminders). The arq job only claims the
+ledger row: the work then runs in a task of its own under the ledger's lease, so arq's job
+timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
+arq starts only as many claims as the lane has free slots (its `max_jobs` follows them).
 
 Shutdown: the registration disappears at once, no new job is picked, running tasks get
 WORKER_GRACE_SECONDS to finish, and any still running then is handed back to the ledger.
@@ -19,48 +26,114 @@ from datetime import timedelta
 from typing import Any
 
 from arq.connections import RedisSettings
-from arq.worker import Worker, func
+from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
+from desk import events, lanes
+from desk.db import is_transient
+from desk.models import BackgroundTask
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
 from jobs import dispatcher, heartbeat, pruner, rescuer
-from jobs.execution import Processor, execute, message_fields
+from jobs.execution import Processor, claim_task, message_fields, run_claimed
 from jobs.processors import registry
 
 log = logging.getLogger("taskdesk.worker")
-JOB_TIMEOUT = timedelta(hours=12)  # the ledger's lease, not arq's timeout, detects stuck work
+JANITOR_SECONDS = 2.0
+
+
+class Lane:
+    """One lane in this worker: its arq consumer, its slots and the tasks it runs now."""
+
+    def __init__(self, rt: Runtime, name: str, processors: dict[str, Processor]) -> None:
+        self.rt = rt
+        self.name = name
+        self.slots = lanes.slots(rt.settings, name)
+        self.processors = processors
+        self.team_max = rt.settings.long_team_max_running if name == lanes.LONG else None
+        # execution id -> (task id, its work); keyed by execution, as a task rescued while a
+        # cut-off execution of it still winds down here may be claimed here again.
+        self.running: dict[str, tuple[int, asyncio.Task[str]]] = {}
+        self.claiming = 0
+        self.stopping = False
+        self.worker: Worker | None = None
+
+    def _update(self) -> None:
+        """Let arq start only as many claims as there are free slots. arq reads `max_jobs`
+        before each job it starts (`start_jobs`: `if self.job_counter >= self.max_jobs`) and
+        before each poll, and counts the claims in flight itself, so no job is picked that
+        would have to be handed back."""
+        if self.worker is not None:
+            room = 0 if self.stopping else self.slots - len(self.running)
+            self.worker.max_jobs = max(0, room)
+            self.worker.allow_pick_jobs = room > 0
+
+    async def take(self, task_id: int, run: int) -> str:
+        """arq's job: claim the row and start the work detached from arq (its timeout, its
+        in-progress marker), or leave the message queued when every slot is busy."""
+        if self.stopping or len(self.running) + self.claiming >= self.slots:
+            raise Retry(defer=timedelta(milliseconds=200))
+        self.claiming += 1
+        self._update()
+        try:
+            claimed = await claim_task(self.rt, task_id, run, team_max=self.team_max)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # The database is away: keep the message queued rather than wait for a redelivery.
+            raise Retry(defer=timedelta(seconds=1)) from exc
+        finally:
+            self.claiming -= 1
+        if claimed is None:
+            self._update()
+            return "stale"
+        task, execution_id = claimed
+        self.running[execution_id] = (task_id, asyncio.create_task(self._work(task, execution_id)))
+        self._update()
+        return "started"
+
+    async def _work(self, task: BackgroundTask, execution_id: str) -> str:
+        try:
+            return await run_claimed(self.rt, self.processors, task, execution_id)
+        except Exception:
+            log.exception("task %s: execution %s ended with an error", task.id, execution_id)
+            return "error"
+        finally:
+            self.running.pop(execution_id, None)
+            self._update()
+
+    def task_ids(self) -> list[int]:
+        return [task_id for task_id, _ in self.running.values()]
+
+    def works(self) -> list[asyncio.Task[str]]:
+        return [work for _, work in self.running.values()]
 
 
 async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     task_id, run = message_fields(msg)
-    reg: heartbeat.Registration = ctx["registration"]
-    reg.running += 1
-    try:
-        return await execute(ctx["rt"], ctx["processors"], task_id, run)
-    finally:
-        reg.running -= 1
+    lane: Lane = ctx["lane"]
+    return await lane.take(task_id, run)
 
 
-def build_worker(
-    rt: Runtime, reg: heartbeat.Registration, processors: dict[str, Processor] | None = None
-) -> Worker:
+def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker:
     s = rt.settings
-    return Worker(
-        functions=[func(process_task, name=PROCESS_FUNCTION, timeout=JOB_TIMEOUT)],
-        queue_name=rt.queue.name,
+    lane.worker = Worker(
+        # A claim takes milliseconds; about one lease bounds it even through a database hiccup.
+        functions=[func(process_task, name=PROCESS_FUNCTION, timeout=s.lease_seconds)],
+        queue_name=rt.queue.lane_queue(lane.name),
         redis_settings=RedisSettings.from_dsn(s.redis_url),
         keep_result=0,
-        max_jobs=s.worker_max_jobs,
+        max_jobs=lane.slots,
         poll_delay=s.worker_poll_delay,
         handle_signals=False,
-        health_check_key=f"{s.queue_prefix}:arq-health:{reg.worker_id}",
-        ctx={"rt": rt, "registration": reg, "processors": processors or registry()},
+        health_check_key=f"{s.queue_prefix}:arq-health:{reg.worker_id}:{lane.name}",
+        ctx={"rt": rt, "registration": reg, "lane": lane},
         job_serializer=dumps,
         job_deserializer=loads,
         max_tries=1_000_000,  # arq's retries are not the policy; stale re-runs are dropped anyway
     )
+    return lane.worker
 
 
 async def _forever(name: str, once: Callable[[], Awaitable[object]], interval: float) -> None:
@@ -78,15 +151,19 @@ def start_services(rt: Runtime, reg: heartbeat.Registration) -> list[asyncio.Tas
     s = rt.settings
 
     async def sweep() -> None:
-        await dispatcher.run_once(rt)
-        reg.last_sweep = rt.clock()
-        await heartbeat.run_once(rt, reg)
+        try:
+            await dispatcher.run_once(rt)
+            reg.last_sweep = rt.clock()
+        finally:
+            # Renewed even while the database is away: this worker is alive (see the rescuer).
+            await heartbeat.run_once(rt, reg)
 
     return [
         asyncio.create_task(_forever("dispatcher", sweep, s.dispatch_interval)),
         asyncio.create_task(
             _forever("rescuer", lambda: rescuer.run_once(rt), min(5.0, s.lease_seconds / 4))
         ),
+        asyncio.create_task(_forever("janitor", lambda: rescuer.sweep_queues(rt), JANITOR_SECONDS)),
         asyncio.create_task(_forever("pruner", lambda: pruner.run_once(rt), 60.0)),
     ]
 
@@ -109,24 +186,30 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # An export holds up to three connections (COPY, chunk writer, progress); most tasks one.
-    rt = await Runtime.open(settings, pool_size=settings.worker_max_jobs * 3 + 4, pre_ping=False)
+    # A short task holds one connection; an export up to three (COPY, chunk writer, progress).
+    pool = settings.worker_max_jobs + settings.worker_long_slots * 3 + 4
+    rt = await Runtime.open(settings, pool_size=pool, pre_ping=False)
     reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
-    worker = build_worker(rt, reg)
+    events.tag_worker(rt.engine, reg.worker_id)  # the task event log names who claimed what
+    procs = registry()
+    lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
+    reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}
+    workers = [build_worker(rt, reg, ln) for ln in lanes_here]
     services = start_services(rt, reg)
-    arq_task = asyncio.create_task(_run_arq(worker, stop))
-    log.info("worker %s started (queue %s)", reg.worker_id, rt.queue.name)
+    arq_tasks = [asyncio.create_task(_run_arq(w, stop)) for w in workers]
+    log.info("worker %s started (lanes %s)", reg.worker_id, ", ".join(lanes.LANES))
     await asyncio.wait(
-        {arq_task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
+        {*arq_tasks, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
     )
-    await _shutdown(rt, reg, worker, services, arq_task)
+    await _shutdown(rt, reg, lanes_here, services, arq_tasks)
 
 
 async def _shutdown(
     rt: Runtime,
     reg: heartbeat.Registration,
-    worker: Worker,
+    lanes_here: list[Lane],
     services: list[asyncio.Task[None]],
-    arq_task: asyncio.Task[None],
+    arq_tasks: list[asyncio.Task[None]],
 ) -> None:
     log.info("worker %s stopping", reg.worker_id)
     try:
@@ -135,8 +218,10 @@ async def _shutdown(
         log.warning("could not remove the registration (it expires by itself): %s", exc)
     for t in services:
         t.cancel()
-    worker.allow_pick_jobs = False
-    running = [t for t in worker.tasks.values() if not t.done()]
+    for lane in lanes_here:
+        lane.stopping = True
+        lane._update()
+    running = [t for lane in lanes_here for t in lane.works() if not t.done()]
     if running:
         log.info(
             "waiting up to %.0fs for %d running task(s)",
@@ -144,12 +229,18 @@ async def _shutdown(
             len(running),
         )
         await asyncio.wait(running, timeout=rt.settings.worker_grace_seconds)
-    try:
-        await worker.close()  # cancels what is still running: those tasks are handed back
-    except (RedisError, OSError, asyncio.CancelledError) as exc:
-        log.warning("arq did not close cleanly: %s", exc)
-    arq_task.cancel()
-    await asyncio.gather(arq_task, *services, return_exceptions=True)
+    for work in running:
+        work.cancel()  # still running after the grace period: each hands its task back
+    await asyncio.gather(*running, return_exceptions=True)
+    for lane in lanes_here:
+        try:
+            if lane.worker is not None:
+                await lane.worker.close()
+        except (RedisError, OSError, asyncio.CancelledError) as exc:
+            log.warning("arq did not close cleanly: %s", exc)
+    for t in arq_tasks:
+        t.cancel()
+    await asyncio.gather(*arq_tasks, *services, return_exceptions=True)
     await rt.close()
     log.info("worker %s stopped", reg.worker_id)
 

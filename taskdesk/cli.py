@@ -16,21 +16,24 @@ from types import ModuleType
 from desk.errors import DeskError
 from desk.settings import ConfigError
 from taskdesk import dev
-from taskdesk.commands import import_tickets, migrate, password, seed, serve, tasks, tokens, worker
+from taskdesk.commands import (
+    import_tickets,
+    lanes,
+    migrate,
+    operators,
+    password,
+    seed,
+    serve,
+    tasks,
+    tokens,
+    worker,
+)
 from taskdesk.embedded import EmbeddedError
 
 # The subcommands, in the order `taskdesk --help` lists them.
 COMMANDS: list[ModuleType] = [
-    dev,
-    serve,
-    worker,
-    migrate,
-    seed,
-    tasks,
-    import_tickets,
-    tokens,
-    password,
-]
+    dev, serve, worker, migrate, seed, tasks, lanes, import_tickets, tokens, password, operators
+]  # fmt: skip
 
 EPILOG = """\
 configuration comes from environment variables (see README.md); with DATABASE_URL and

@@ -47,6 +47,7 @@ async def test_export_list_show_cancel(rt, world, settings):
     shown = _taskdesk(settings, "tasks", "show", str(task_id))
     assert "status: WAITING" in shown.stdout
     assert "no worker is alive" in shown.stdout  # no worker runs in this test
+    assert "in redis: queued" in shown.stdout and "long lane" in shown.stdout
 
     cancelled = _taskdesk(settings, "tasks", "cancel", str(task_id))
     assert f"task {task_id}: CANCELLED" in cancelled.stdout

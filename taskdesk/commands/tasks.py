@@ -18,7 +18,7 @@ from taskdesk.config import resolve_settings
 FIELDS = (
     "id", "kind", "status", "team_id", "owner_id", "ticket_id", "filters", "scope_creator_id",
     "reminder_revision", "note", "run_at", "progress", "progress_message", "attempts",
-    "max_attempts", "last_error", "cancel_requested", "run", "execution_id", "dispatched_at",
+    "max_attempts", "last_error", "cancel_requested", "run", "sends", "execution_id", "dispatched_at",
     "lease_until", "started_at", "result_summary", "result_bytes", "expires_at", "finished_at",
     "created_at",
 )  # fmt: skip
@@ -124,11 +124,16 @@ async def _list(rt: Any, args: argparse.Namespace) -> None:
 
 async def _show(rt: Any, args: argparse.Namespace) -> None:
     from desk import health, ops
+    from desk.lanes import lane_of
 
     task = await ops.get(rt, args.id)
     for name in FIELDS:
         value = getattr(task, name)
         print(f"{name:>18}: {_when(value) if isinstance(value, datetime) else value}")
+    # Why is it still waiting? What Redis holds for its latest send, next to the ledger row.
+    lane = lane_of(task.kind)
+    print(f"{'lane':>18}: {lane}")
+    print(f"{'in redis':>18}: {await rt.queue.describe(task.id, task.run, task.sends, lane)}")
     report = await health.check(rt)
     print(
         f"{'diagnosis':>18}: {ops.diagnose(task, report, rt.clock(), rt.settings.redelivery_seconds)}"

@@ -175,3 +175,30 @@ def test_backoff_is_exponential_with_jitter_and_capped(attempts, low, high):
     for _ in range(50):
         d = ledger.backoff(attempts, 2.0, 300.0).total_seconds()
         assert low <= d <= high
+
+
+async def test_rescue_names_a_database_outage_when_the_worker_is_still_alive(rt, world, clock):
+    cut_off = await _noop(rt, world)
+    dead = await _noop(rt, world)
+    await _claim(rt, cut_off, "e1")
+    await _claim(rt, dead, "e2")
+    clock.advance(31)
+    async with rt.engine.begin() as conn:
+        rescued = {
+            t.id: t
+            for t in await ledger.rescue(conn, now=clock(), limit=10, unreachable=(cut_off.id,))
+        }
+    assert rescued[cut_off.id].last_error.startswith("Database unreachable")
+    assert "stopped responding" in rescued[dead.id].last_error
+
+
+async def test_each_send_is_reserved_once_and_a_refused_one_handed_back(rt, world, clock):
+    task = await _noop(rt, world)
+    assert task.sends == 1 and task.dispatched_at is not None, "the insert reserved send 1"
+    async with rt.engine.begin() as conn:
+        assert await ledger.reserve_send(conn, task.id, 1, now=clock(), team_max=2) is None
+        await ledger.unsend(conn, [ledger.Due(task.id, 1, task.run_at, 1, "NOOP")])
+        again = await ledger.reserve_send(conn, task.id, 1, now=clock(), team_max=2)
+        assert again is not None and again.send == 2
+        await ledger.unsend(conn, [ledger.Due(task.id, 1, task.run_at, 1, "NOOP")])
+    assert (await _get(rt, task.id)).dispatched_at is not None, "an older send's refusal is moot"

@@ -1,0 +1,81 @@
+"""`taskdesk operators add EMAIL | remove EMAIL | list`: the site-level operator role, granted
+from the command line only (never through a page). Operators see every team in the console at
+/ops; each grant and removal is written to the console's audit trail."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from desk.settings import Settings
+from taskdesk.commands import Subparsers, add_data_dir
+from taskdesk.config import resolve_settings
+
+Action = Callable[[Any, argparse.Namespace], Awaitable[int]]
+
+
+def register(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "operators",
+        help="grant, remove or list the site-level operator role",
+        description="Operators see and steer every team's tasks, workers and lanes in the "
+        "operators' console (/ops). Team admins see the console for their own team only.",
+    )
+    sub = p.add_subparsers(dest="operators_command", metavar="ACTION", required=True)
+    add = sub.add_parser("add", help="make a user an operator")
+    add.add_argument("email", metavar="EMAIL")
+    add.set_defaults(func=_cmd(_add))
+    remove = sub.add_parser("remove", help="take the operator role away")
+    remove.add_argument("email", metavar="EMAIL")
+    remove.set_defaults(func=_cmd(_remove))
+    ls = sub.add_parser("list", help="every operator")
+    ls.set_defaults(func=_cmd(_list))
+    for parser in (p, add, remove, ls):
+        add_data_dir(parser)
+
+
+def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
+        return asyncio.run(_with_runtime(settings, action, args))
+
+    return run
+
+
+async def _with_runtime(settings: Settings, action: Action, args: argparse.Namespace) -> int:
+    from desk.runtime import Runtime
+
+    rt = await Runtime.open(settings, pool_size=1)
+    try:
+        return await action(rt, args)
+    finally:
+        await rt.close()
+
+
+async def _add(rt: Any, args: argparse.Namespace) -> int:
+    from desk import operators
+
+    added = await operators.add(rt, args.email)
+    print(f"{args.email} is {'now' if added else 'already'} an operator")
+    return 0
+
+
+async def _remove(rt: Any, args: argparse.Namespace) -> int:
+    from desk import operators
+
+    removed = await operators.remove(rt, args.email)
+    print(f"{args.email} is {'no longer' if removed else 'not'} an operator")
+    return 0
+
+
+async def _list(rt: Any, args: argparse.Namespace) -> int:
+    from desk import operators
+
+    rows = await operators.list_all(rt)
+    for r in rows:
+        print(f"{r.email:<40} {r.display_name:<30} since {r.since:%Y-%m-%d %H:%M}")
+    if not rows:
+        print("(no operators: grant the role with `taskdesk operators add EMAIL`)")
+    return 0

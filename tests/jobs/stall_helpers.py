@@ -1,0 +1,86 @@
+"""Shared by the issue-10 tests: rows, open tickets to remind about, exactly-once checks, and
+leftovers a killed worker of any version leaves in Redis."""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+from arq.constants import in_progress_key_prefix, job_key_prefix
+
+from desk.runtime import Runtime
+
+
+async def rows(rt: Runtime, ids: list[int]) -> list[sa.Row]:
+    async with rt.engine.connect() as conn:
+        q = sa.text("SELECT * FROM background_task WHERE id = ANY(:ids) ORDER BY id")
+        return list((await conn.execute(q, {"ids": ids})).all())
+
+
+def all_status(rt: Runtime, ids: list[int], statuses: tuple[str, ...] = ("COMPLETED",)):
+    async def probe() -> list[sa.Row] | None:
+        found = await rows(rt, ids)
+        return found if all(r.status in statuses for r in found) else None
+
+    return probe
+
+
+async def open_tickets(rt: Runtime, team: int, creator: int, assignee: int, n: int) -> list[int]:
+    async with rt.engine.begin() as conn:
+        result = await conn.execute(
+            sa.text(
+                "INSERT INTO ticket (team_id, title, status, priority, creator_id, assignee_id) "
+                "SELECT :t, 'Remind me ' || g, 'OPEN', 'NORMAL', :c, :a FROM generate_series(1, :n) g "
+                "RETURNING id"
+            ),
+            {"t": team, "c": creator, "a": assignee, "n": n},
+        )
+        return [r.id for r in result]
+
+
+async def assert_effects_once(rt: Runtime, reminders: list[int], exports: list[int]) -> None:
+    """One notification per fired reminder; one stored CSV (the committing execution's) per
+    completed export."""
+    async with rt.engine.connect() as conn:
+        per_task = dict(
+            (
+                await conn.execute(
+                    sa.text(
+                        "SELECT task_id, count(*) FROM notification WHERE task_id = ANY(:ids) "
+                        "GROUP BY task_id"
+                    ),
+                    {"ids": reminders},
+                )
+            ).all()
+        )
+        for row in await rows(rt, exports):
+            execs = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT DISTINCT execution_id FROM task_result_chunk WHERE task_id = :t"
+                    ),
+                    {"t": row.id},
+                )
+            ).scalars()
+            assert list(execs) == [row.execution_id], f"export {row.id}: one stored CSV"
+    fired = [r.id for r in await rows(rt, reminders) if not r.result_skipped]
+    assert {t: per_task.get(t, 0) for t in fired} == dict.fromkeys(fired, 1)
+
+
+async def plant_orphans(rt: Runtime, task_ids: list[int], ttl: int = 12 * 3600) -> None:
+    """What `kill -9` leaves behind: a queued job marked in progress, for every job-id scheme
+    and queue name taskdesk has used, due a minute ago."""
+    prefix = rt.settings.queue_prefix
+    queues = [f"{prefix}:queue", f"{prefix}:queue:short", f"{prefix}:queue:long"]
+    score = int(time.time() * 1000) - 60_000
+    async with rt.redis.pipeline(transaction=False) as pipe:
+        for task_id in task_ids:
+            for jid in (f"{prefix}:task:{task_id}:1", f"{prefix}:task:{task_id}:1:1"):
+                payload = (
+                    b'{"t":null,"f":"process_task","a":[{"task_id":%d,"run":1}],"k":{},"et":0}'
+                )
+                pipe.set(job_key_prefix + jid, payload % task_id, ex=ttl)
+                pipe.set(in_progress_key_prefix + jid, b"1", ex=ttl)
+                for q in queues:
+                    pipe.zadd(q, {jid: score})
+        await pipe.execute()
