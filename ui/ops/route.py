@@ -50,7 +50,7 @@ def live_delay(since: float | None) -> tuple[float, int]:
 
 async def _console(request: Request) -> Console:
     rt = request.app.state.runtime
-    if read_session(rt, request) is None:
+    if await read_session(rt, request) is None:
         raise NotFound()
     try:
         v = await page_viewer(request, rt)
