@@ -8,6 +8,7 @@ clients, a small HTML page for browsers — never a 500.
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -16,6 +17,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from api.limits import BodyLimit
+from api.observe import Observe
+from desk import logs, tracing
 from desk.errors import DeskError, QuotaExceeded, TaskConflict
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Settings, load_settings
@@ -94,13 +97,14 @@ def _wants_html(request: Request) -> bool:
     return "text/html" in accept and "application/json" not in accept
 
 
-def _error_page(exc: DeskError) -> str:
+def _error_page(exc: DeskError, request_id: str) -> str:
     message = html.escape(exc.message)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{exc.http_status} · taskdesk</title></head><body>"
         f'<h1>{exc.http_status}</h1><p class="error">{message}</p>'
-        '<p><a href="/">Back to taskdesk</a></p></body></html>'
+        '<p><a href="/">Back to taskdesk</a></p>'
+        f'<p class="request-id"><small>Request {html.escape(request_id)}</small></p></body></html>'
     )
 
 
@@ -117,7 +121,8 @@ async def desk_error_handler(request: Request, exc: Exception) -> Response:
         if task_id is not None:
             body["task_id"] = task_id
     if request.headers.get("hx-request") or _wants_html(request):
-        return HTMLResponse(_error_page(exc), status_code=exc.http_status, headers=headers)
+        rid = getattr(request.state, "request_id", "")
+        return HTMLResponse(_error_page(exc, rid), status_code=exc.http_status, headers=headers)
     return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 
@@ -135,6 +140,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await rt.close()
 
 
+def create_served_app() -> FastAPI:
+    """The factory `taskdesk serve` hands uvicorn: this process's logging and tracing (as the
+    settings say), then the app. Tests call `create_app` and keep pytest's logging."""
+    settings = load_settings()
+    logs.setup(settings.log_format, settings.log_level)
+    # Observe writes one line per request, with its id, route and duration: it replaces
+    # uvicorn's access log, which knows neither.
+    logging.getLogger("uvicorn.access").disabled = True
+    tracing.setup(settings, "taskdesk-web")
+    return create_app(settings)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new app; settings default to the environment (as `taskdesk serve` sets it up)."""
     settings = settings or load_settings()
@@ -145,5 +162,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.add_exception_handler(DeskError, desk_error_handler)
     app.add_middleware(BodyLimit, max_bytes=settings.import_max_bytes)
+    app.add_middleware(Observe)  # outermost: request id and duration of every request
     mount(app, settings)
     return app

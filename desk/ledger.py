@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk import telemetry, tracing
 from desk.models import BackgroundTask
 
 _ACTIVE = "status IN ('WAITING', 'RUNNING')"
@@ -87,7 +88,7 @@ async def insert(
     conn: AsyncConnection, new: NewTask, *, now: datetime, dispatched: bool
 ) -> BackgroundTask | None:
     """Insert a WAITING task; None when an active task already holds the scope (unique index)."""
-    return await _one(
+    task = await _one(
         conn,
         "INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, "
         " scope_creator_id, reminder_revision, note, run_at, max_attempts, dispatched_at, created_at, updated_at) "
@@ -111,6 +112,7 @@ async def insert(
             "now": now,
         },
     )
+    return telemetry.accepted(task)
 
 
 async def count_active_and_recent(
@@ -148,16 +150,18 @@ async def claim_due(
     """Mark due WAITING rows as sent: never sent yet, or sent and not started within the window."""
     rows = await conn.execute(
         sa.text(
-            "WITH due AS (SELECT id FROM background_task "
+            "WITH due AS (SELECT id, dispatched_at IS NOT NULL AS resent FROM background_task "
             "  WHERE status = 'WAITING' AND run_at <= :horizon "
             "    AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < :stale) "
             "  ORDER BY run_at LIMIT :lim FOR UPDATE SKIP LOCKED) "
             "UPDATE background_task b SET dispatched_at = :now FROM due WHERE b.id = due.id "
-            "RETURNING b.id, b.run, b.run_at"
+            "RETURNING b.id, b.run, b.run_at, b.kind, due.resent"
         ),
         {"now": now, "horizon": now + lookahead, "stale": now - redelivery, "lim": limit},
     )
-    return [Due(r.id, r.run, r.run_at) for r in rows]
+    found = rows.all()
+    telemetry.sent(found)
+    return [Due(r.id, r.run, r.run_at) for r in found]
 
 
 async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
@@ -192,13 +196,14 @@ async def claim(
     lease: timedelta,
 ) -> BackgroundTask | None:
     """Take a delivered task: only a WAITING row of the same round; anything else is stale."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'RUNNING', execution_id = :eid, attempts = attempts + 1, "
         " lease_until = :lease, started_at = :now, updated_at = :now "
         "WHERE id = :id AND run = :run AND status = 'WAITING' AND NOT cancel_requested RETURNING *",
         {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease},
     )
+    return telemetry.claimed(task)
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,7 @@ async def progress(
     return Pulse(False) if row is None else Pulse(True, bool(row.cancel_requested))
 
 
+@tracing.traced("taskdesk.finish")
 async def finish(
     conn: AsyncConnection,
     task_id: int,
@@ -263,7 +269,7 @@ async def finish(
     stats: dict[str, int] | None = None,
 ) -> BackgroundTask | None:
     """COMPLETED, if this execution still holds the fence; None means: discard quietly."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', progress = 1, result_summary = :summary, "
         " progress_current = coalesce(:cur, progress_current), "
@@ -285,6 +291,7 @@ async def finish(
             "stats": json.dumps(stats) if stats is not None else None,
         },
     )
+    return telemetry.ended(task)
 
 
 def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = None) -> timedelta:
@@ -293,6 +300,7 @@ def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = 
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
+@tracing.traced("taskdesk.finish")
 async def fail(
     conn: AsyncConnection,
     task_id: int,
@@ -306,7 +314,7 @@ async def fail(
 
     `retry_at=None` means the error cannot succeed on retry: FAILED at once."""
     retry = "(CAST(:retry_at AS timestamptz) IS NOT NULL AND attempts < max_attempts)"
-    return await _one(
+    task = await _one(
         conn,
         f"UPDATE background_task SET "
         f" status = CASE WHEN {retry} THEN 'WAITING' ELSE 'FAILED' END, "
@@ -323,6 +331,7 @@ async def fail(
             "retry_at": retry_at,
         },
     )
+    return telemetry.ended(task)
 
 
 async def release(
@@ -341,12 +350,13 @@ async def release(
 async def ack_cancel(
     conn: AsyncConnection, task_id: int, execution_id: str, *, now: datetime
 ) -> BackgroundTask | None:
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'CANCELLED', finished_at = :now, lease_until = NULL, "
         " updated_at = :now WHERE id = :id AND execution_id = :eid AND status = 'RUNNING' RETURNING *",
         {"id": task_id, "eid": execution_id, "now": now},
     )
+    return telemetry.ended(task)
 
 
 async def rescue(conn: AsyncConnection, *, now: datetime, limit: int) -> list[BackgroundTask]:
@@ -369,7 +379,7 @@ async def rescue(conn: AsyncConnection, *, now: datetime, limit: int) -> list[Ba
         ),
         {"now": now, "lim": limit},
     )
-    return [_task(r) for r in rows]
+    return telemetry.rescued([_task(r) for r in rows])
 
 
 # --- people's actions -----------------------------------------------------------------------
@@ -377,7 +387,7 @@ async def rescue(conn: AsyncConnection, *, now: datetime, limit: int) -> list[Ba
 
 async def cancel(conn: AsyncConnection, task_id: int, *, now: datetime) -> BackgroundTask | None:
     """WAITING → CANCELLED at once; RUNNING → asked to stop at its next progress write."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET cancel_requested = true, updated_at = :now, "
         " status = CASE WHEN status = 'WAITING' THEN 'CANCELLED' ELSE status END, "
@@ -385,19 +395,21 @@ async def cancel(conn: AsyncConnection, task_id: int, *, now: datetime) -> Backg
         f"WHERE id = :id AND {_ACTIVE} RETURNING *",
         {"id": task_id, "now": now},
     )
+    return telemetry.ended(task)
 
 
 async def skip(
     conn: AsyncConnection, task_id: int, *, now: datetime, reason: str
 ) -> BackgroundTask | None:
     """A WAITING task that no longer needs to run (a superseded reminder) completes as skipped."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', result_skipped = true, result_summary = :reason, "
         " progress = 1, finished_at = :now, updated_at = :now "
         "WHERE id = :id AND status = 'WAITING' RETURNING *",
         {"id": task_id, "now": now, "reason": reason},
     )
+    return telemetry.ended(task)
 
 
 async def retry(conn: AsyncConnection, task_id: int, *, now: datetime) -> BackgroundTask | None:

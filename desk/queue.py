@@ -16,6 +16,7 @@ from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import RedisError
 
+from desk import tracing
 from desk.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,13 @@ class Queue:
         )
         return cls(settings, redis)
 
+    @tracing.traced("taskdesk.dispatch")
     async def enqueue(self, task_id: int, run: int, defer_until: datetime | None = None) -> bool:
         """Hand `{task_id, run}` to arq; True if Redis has the message (now or already)."""
         try:
             await self.redis.enqueue_job(
                 PROCESS_FUNCTION,
-                {"task_id": task_id, "run": run},
+                {"task_id": task_id, "run": run, **tracing.message_context()},
                 _job_id=job_id(self.prefix, task_id, run),
                 _queue_name=self.name,
                 _defer_until=defer_until,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -63,6 +64,14 @@ class Settings(BaseSettings):
 
     mutation_rate_per_minute: int = Field(default=120, ge=1)
 
+    # Telemetry (desk/logs.py, desk/telemetry.py, desk/tracing.py).
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # A worker serves its own metrics on this port (0: off); one port per worker on a host.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Empty: no tracing at all (the opentelemetry packages are not even imported).
+    otel_exporter_otlp_endpoint: str = Field(default="", max_length=500)
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str) -> str:
@@ -75,6 +84,18 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, v: str) -> str:
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
+        return v
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _check_otlp(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (or empty: no tracing)")
         return v
 
     @field_validator("secret_key")

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from desk import ledger
+from desk import ledger, tracing
 from desk.db import is_transient, retry_transient
 from desk.models import BackgroundTask
 from desk.runtime import Runtime
@@ -96,6 +96,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@tracing.traced("taskdesk.claim")
 @retry_transient
 async def _claim(rt: Runtime, task_id: int, run: int) -> tuple[BackgroundTask, str] | None:
     execution_id = uuid.uuid4().hex
@@ -137,6 +138,7 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     )
 
 
+@tracing.traced("taskdesk.run")
 async def _run(ex: Execution, processor: Processor) -> None:
     keeper = asyncio.create_task(ex.keep_alive())
     try:

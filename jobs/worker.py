@@ -22,6 +22,7 @@ from arq.connections import RedisSettings
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
+from desk import logs, telemetry, tracing
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
@@ -35,6 +36,7 @@ JOB_TIMEOUT = timedelta(hours=12)  # the ledger's lease, not arq's timeout, dete
 
 async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     task_id, run = message_fields(msg)
+    tracing.attach(msg)  # the worker's spans join the trace of the request that sent it
     reg: heartbeat.Registration = ctx["registration"]
     reg.running += 1
     try:
@@ -112,6 +114,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     rt = await Runtime.open(settings, pool_size=settings.worker_max_jobs * 3 + 4, pre_ping=False)
     reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
     worker = build_worker(rt, reg)
+    await telemetry.start_worker(settings, reg.worker_id, lambda: reg.running)
     services = start_services(rt, reg)
     arq_task = asyncio.create_task(_run_arq(worker, stop))
     log.info("worker %s started (queue %s)", reg.worker_id, rt.queue.name)
@@ -156,9 +159,8 @@ async def _shutdown(
 
 def run_worker(settings: Settings) -> None:
     """Blocking entry point of `taskdesk worker`."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.setup(settings.log_format, settings.log_level)
+    tracing.setup(settings, "taskdesk-worker")
     asyncio.run(serve(settings))
 
 
