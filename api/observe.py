@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,7 +30,7 @@ def request_id_from(scope: Scope) -> str:
             if SANE_ID.fullmatch(text):
                 return str(text)
             break
-    return uuid.uuid4().hex
+    return secrets.token_hex(6)  # 12 hex digits, as GraphQL's answers always had
 
 
 def route_template(scope: Scope) -> str:
@@ -67,7 +67,8 @@ class Observe:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = list(message.get("headers", []))
+                # One X-Request-ID, ours (GraphQL sets the same one; drop its copy).
+                headers = [h for h in message.get("headers", []) if h[0].lower() != b"x-request-id"]
                 headers.append((b"x-request-id", rid.encode()))
                 message = {**message, "headers": headers}
             await send(message)

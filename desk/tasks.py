@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, ledger
+from desk import access, ledger, tracing
 from desk.db import retry_transient
 from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.filters import parse_filter
@@ -43,6 +43,7 @@ def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:
     return run_at <= rt.clock() + timedelta(seconds=rt.settings.dispatch_lookahead_seconds)
 
 
+@tracing.traced("taskdesk.accept")
 async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> BackgroundTask:
     """Insert WAITING unless an active task holds the same scope (then TaskConflict).
 
@@ -281,6 +282,7 @@ async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIte
 # --- internal kinds -------------------------------------------------------------------------
 
 
+@tracing.traced("taskdesk.accept")
 @retry_transient
 async def submit_noop(
     rt: Runtime,
