@@ -172,10 +172,12 @@ def http_request(method: str, route: str, status: int, seconds: float) -> None:
 # --- exposure --------------------------------------------------------------------------------
 
 
-# Only rows in flight: the partial indexes over WAITING / RUNNING rows answer it (tested).
+# Only rows in flight: the partial index over WAITING / RUNNING rows answers it (a test checks
+# the plan), and the oldest overdue WAITING row comes from the same rows.
 ACTIVE_SQL = (
-    "SELECT kind, status, count(*) AS n FROM background_task "
-    "WHERE status IN ('WAITING', 'RUNNING') GROUP BY 1, 2"
+    "SELECT kind, status, count(*) AS n, "
+    " min(run_at) FILTER (WHERE status = 'WAITING' AND run_at <= :now) AS oldest "
+    "FROM background_task WHERE status IN ('WAITING', 'RUNNING') GROUP BY 1, 2"
 )
 
 
@@ -184,33 +186,54 @@ def generate_latest() -> bytes:
     return _generate(REGISTRY)
 
 
-async def scrape(rt: Any) -> bytes:
-    """The web's /metrics: this process's metrics, then the ledger's and Redis's gauges.
-
-    The ledger part counts active rows only (WAITING/RUNNING, read through the partial indexes
-    over active status): its cost follows the work in flight, not the ledger's size."""
+async def _active(rt: Any, now: datetime) -> list[Any]:
     import sqlalchemy as sa
+
+    async with rt.engine.connect() as conn:
+        return list(await conn.execute(sa.text(ACTIVE_SQL), {"now": now}))
+
+
+async def _redis_view(rt: Any) -> tuple[int, int] | None:
+    """(live workers, queue depth), or None when Redis does not answer."""
+    from redis.exceptions import RedisError
 
     from desk import health
 
+    try:
+        workers = await health._workers(rt)
+        depth = await rt.queue.depth()
+    except (RedisError, OSError, TimeoutError):
+        return None
+    return len(workers), depth or 0
+
+
+async def scrape(rt: Any) -> bytes:
+    """The web's /metrics: this process's metrics, then the ledger's and Redis's gauges.
+
+    One SQL statement over active rows only (its cost follows the work in flight, not the
+    ledger's size), run while Redis is asked for the workers and the queue depth."""
+    now = rt.clock()
+    rows, seen = await asyncio.gather(_active(rt, now), _redis_view(rt))
     registry = CollectorRegistry()
     active = Gauge(
         "taskdesk_tasks_active", "WAITING and RUNNING tasks", ["kind", "status"], registry=registry
     )
-    async with rt.engine.connect() as conn:
-        rows = await conn.execute(sa.text(ACTIVE_SQL))
-        for r in rows:
-            active.labels(r.kind, r.status).set(r.n)
-    report = await health.check(rt)
-    Gauge("taskdesk_workers", "Live workers", registry=registry).set(len(report.workers))
-    Gauge("taskdesk_queue_depth", "Messages waiting in arq", registry=registry).set(
-        report.queue_depth or 0
+    oldest: datetime | None = None
+    for r in rows:
+        active.labels(r.kind, r.status).set(r.n)
+        if r.oldest is not None and (oldest is None or r.oldest < oldest):
+            oldest = r.oldest
+    Gauge("taskdesk_redis_up", "Redis answered this scrape", registry=registry).set(
+        0 if seen is None else 1
     )
+    workers, depth = seen or (0, 0)
+    Gauge("taskdesk_workers", "Live workers", registry=registry).set(workers)
+    Gauge("taskdesk_queue_depth", "Messages waiting in arq", registry=registry).set(depth)
     Gauge(
         "taskdesk_oldest_overdue_seconds",
         "Age of the oldest overdue WAITING task",
         registry=registry,
-    ).set(report.oldest_overdue_seconds or 0)
+    ).set(_seconds(now, oldest) or 0)
     return generate_latest() + _generate(registry)
 
 

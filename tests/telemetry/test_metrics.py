@@ -62,6 +62,9 @@ async def test_triggers_count_accepted_conflicts_and_quota_refusals(make_api, wo
     # Active rows by kind and status, and the workers/queue gauges, beside the counters.
     assert value(after, "taskdesk_tasks_active", kind="EXPORT", status="WAITING") == 2
     assert types["taskdesk_workers"] == "gauge" and types["taskdesk_queue_depth"] == "gauge"
+    assert value(after, "taskdesk_redis_up") == 1
+    assert value(after, "taskdesk_queue_depth") == 2  # both exports sent, no worker running
+    assert value(after, "taskdesk_oldest_overdue_seconds") == 0  # injected time stands still
 
 
 async def test_http_durations_are_labelled_by_route_template_and_status(api):
@@ -126,7 +129,6 @@ async def test_the_scrape_reads_active_rows_through_an_index(rt, world):
     async with rt.engine.connect() as plain:
         conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(sa.text("ANALYZE background_task"))
-        plan = "\n".join(
-            r[0] for r in await conn.execute(sa.text("EXPLAIN " + telemetry.ACTIVE_SQL))
-        )
+        explain = sa.text("EXPLAIN " + telemetry.ACTIVE_SQL)
+        plan = "\n".join(r[0] for r in await conn.execute(explain, {"now": rt.clock()}))
     assert "Seq Scan" not in plan, plan
