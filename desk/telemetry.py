@@ -245,8 +245,14 @@ async def start_worker(settings: Any, worker_id: str, running: Callable[[], int]
     WORKER_SLOTS.labels(worker_id).set(settings.worker_max_jobs)
     if not settings.worker_metrics_port:
         return None
-    server = await asyncio.start_server(_answer, "0.0.0.0", settings.worker_metrics_port)
-    log.info("worker metrics on port %s", settings.worker_metrics_port)
+    port = settings.worker_metrics_port
+    try:
+        server = await asyncio.start_server(_answer, "0.0.0.0", port)
+    except OSError as exc:
+        # Metrics are not worth refusing work for: run without them and say why, loudly.
+        log.error("worker metrics NOT served: port %s unavailable (%s)", port, exc)
+        return None
+    log.info("worker metrics on port %s", port)
     return server
 
 

@@ -66,3 +66,22 @@ async def test_worker_serves_its_metrics_and_writes_json_lines(rt, world, settin
         assert rec["worker_id"] == slots["worker"], rec
         assert len(rec["execution_id"]) == 32, rec
     assert events["claimed"]["execution_id"] == events["completed"]["execution_id"]
+
+
+async def test_a_taken_metrics_port_costs_the_metrics_not_the_worker(settings, caplog):
+    from desk import telemetry
+
+    taken = await telemetry.start_worker(
+        settings.model_copy(update={"worker_metrics_port": free_port()}), "w-a", lambda: 0
+    )
+    assert taken is not None
+    port = taken.sockets[0].getsockname()[1]
+    try:
+        second = await telemetry.start_worker(
+            settings.model_copy(update={"worker_metrics_port": port}), "w-b", lambda: 0
+        )
+        assert second is None
+        assert f"port {port} unavailable" in caplog.text
+    finally:
+        taken.close()
+        await taken.wait_closed()
