@@ -4,10 +4,13 @@ rows of the ledger (an index path, whatever the number of finished rows)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 import sqlalchemy as sa
 
-from desk import tasks, telemetry
+from desk import ledger, tasks, telemetry
+from jobs import dispatcher, rescuer
 from jobs.execution import Execution, execute
 from jobs.processors import noop
 from tests.telemetry.conftest import label_sets, parse, value
@@ -132,3 +135,25 @@ async def test_the_scrape_reads_active_rows_through_an_index(rt, world):
         explain = sa.text("EXPLAIN " + telemetry.ACTIVE_SQL)
         plan = "\n".join(r[0] for r in await conn.execute(explain, {"now": rt.clock()}))
     assert "Seq Scan" not in plan, plan
+
+
+async def test_resends_rescues_and_cancels_are_counted(rt, world, clock):
+    _, before = parse(telemetry.generate_latest().decode())
+    unclaimed = await tasks.submit_noop(rt, world.staff, world.team)  # sent by the accept
+    clock.advance(rt.settings.redelivery_seconds + 1)
+    assert await dispatcher.run_once(rt) == 1  # not claimed in time: sent again
+    lost = await tasks.submit_noop(rt, world.staff, world.team)
+    async with rt.engine.begin() as conn:
+        assert await ledger.claim(conn, lost.id, 1, "e1", now=clock(), lease=timedelta(seconds=5))
+    clock.advance(6)
+    assert await rescuer.run_once(rt) == 1  # its worker stopped renewing the lease
+    await tasks.cancel_task(rt, world.staff, unclaimed.id)
+    _, after = parse(telemetry.generate_latest().decode())
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("taskdesk_tasks_resent_total", kind="NOOP") == 1
+    assert delta("taskdesk_tasks_rescued_total", kind="NOOP") == 1
+    assert delta("taskdesk_tasks_cancelled_total", kind="NOOP") == 1
+    assert delta("taskdesk_tasks_accepted_total", kind="NOOP") == 2
