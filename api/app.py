@@ -7,6 +7,7 @@ capped while read (api/limits.py) and every answer gets the security headers (ap
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -16,6 +17,8 @@ from fastapi.responses import HTMLResponse
 from api import errors
 from api.headers import SecurityHeaders
 from api.limits import BodyLimit
+from api.observe import Observe
+from desk import logs, tracing
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Env, Settings, load_settings
 
@@ -107,6 +110,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await rt.close()
 
 
+def create_served_app() -> FastAPI:
+    """The factory `taskdesk serve` hands uvicorn: this process's logging and tracing (as the
+    settings say), then the app. Tests call `create_app` and keep pytest's logging."""
+    settings = load_settings()
+    logs.setup(settings.log_format, settings.log_level)
+    # Observe writes one line per request, with its id, route and duration: it replaces
+    # uvicorn's access log, which knows neither.
+    logging.getLogger("uvicorn.access").disabled = True
+    tracing.setup(settings, "taskdesk-web")
+    return create_app(settings)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new app; settings default to the environment (as `taskdesk serve` sets it up)."""
     settings = settings or load_settings()
@@ -127,5 +142,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Outermost last: headers go on every answer, the body cap on every read.
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(SecurityHeaders, prod=prod)
+    app.add_middleware(Observe)  # outermost: request id and duration of every request
     mount(app, settings)
     return app

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from bench import b_burst, b_export, b_ledger, b_pipeline, b_reminders, b_search, env
+from bench import b_burst, b_export, b_ledger, b_metrics, b_pipeline, b_reminders, b_search, env
 from bench.harness import FULL, QUICK, Ctx, load_people, runtime
 from bench.stats import Row, save, table
 
@@ -37,6 +37,7 @@ def registry() -> dict[str, Bench]:
         "trigger": b_http.trigger,
         "search": b_search.search,
         "sweep": b_ledger.sweep,
+        "metrics-scrape": b_metrics.scrape,
     }
 
 

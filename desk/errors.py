@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from desk import telemetry
+
 
 class DeskError(Exception):
     """Something went wrong."""
@@ -63,6 +65,7 @@ class TaskConflict(DeskError):
     def __init__(self, existing: Any, message: str | None = None) -> None:
         self.existing = existing  # the BackgroundTask row to attach to
         super().__init__(message)
+        telemetry.refused("conflict", getattr(existing, "kind", None))
 
 
 class QuotaExceeded(DeskError):
@@ -74,6 +77,7 @@ class QuotaExceeded(DeskError):
     def __init__(self, retry_after: datetime, message: str | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(message)
+        telemetry.refused("quota", "EXPORT")  # only exports have quotas
 
 
 class RateLimited(DeskError):

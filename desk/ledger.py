@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk import telemetry, tracing
 from desk.lanes import LANES, LONG, lane_of, lane_sql
 from desk.models import BackgroundTask
 
@@ -92,7 +93,7 @@ async def insert(
     `dispatched`: the caller sends it right after commit, as send 1 (`sends = 1`), unless its
     lane is paused (then it waits unsent, `dispatched_at` NULL)."""
     send = "(:dispatched AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = :lane AND paused))"
-    return await _one(
+    task = await _one(
         conn,
         "INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, "
         " scope_creator_id, reminder_revision, note, run_at, max_attempts, dispatched_at, sends, "
@@ -120,6 +121,7 @@ async def insert(
             "now": now,
         },
     )
+    return telemetry.accepted(task)
 
 
 async def count_active_and_recent(
@@ -206,7 +208,9 @@ async def claim_due(
             "team_max": team_max,
         },
     )
-    return _dues(rows)
+    found = _dues(rows)
+    telemetry.sent(found)
+    return found
 
 
 async def reserve_send(
@@ -298,13 +302,14 @@ async def claim(
         )
         if full.first() is not None:
             return None
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'RUNNING', execution_id = :eid, attempts = attempts + 1, "
         " lease_until = :lease, started_at = :now, updated_at = :now "
         "WHERE id = :id AND run = :run AND status = 'WAITING' AND NOT cancel_requested RETURNING *",
         params,
     )
+    return telemetry.claimed(task)
 
 
 @dataclass(frozen=True)
@@ -354,6 +359,7 @@ async def progress(
     return Pulse(False) if row is None else Pulse(True, bool(row.cancel_requested))
 
 
+@tracing.traced("taskdesk.finish")
 async def finish(
     conn: AsyncConnection,
     task_id: int,
@@ -369,7 +375,7 @@ async def finish(
     stats: dict[str, int] | None = None,
 ) -> BackgroundTask | None:
     """COMPLETED, if this execution still holds the fence; None means: discard quietly."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', progress = 1, result_summary = :summary, "
         " progress_current = coalesce(:cur, progress_current), "
@@ -391,6 +397,7 @@ async def finish(
             "stats": json.dumps(stats) if stats is not None else None,
         },
     )
+    return telemetry.ended(task)
 
 
 def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = None) -> timedelta:
@@ -399,6 +406,7 @@ def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = 
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
+@tracing.traced("taskdesk.finish")
 async def fail(
     conn: AsyncConnection,
     task_id: int,
@@ -412,7 +420,7 @@ async def fail(
 
     `retry_at=None` means the error cannot succeed on retry: FAILED at once."""
     retry = "(CAST(:retry_at AS timestamptz) IS NOT NULL AND attempts < max_attempts)"
-    return await _one(
+    task = await _one(
         conn,
         f"UPDATE background_task SET "
         f" status = CASE WHEN {retry} THEN 'WAITING' ELSE 'FAILED' END, "
@@ -429,6 +437,7 @@ async def fail(
             "retry_at": retry_at,
         },
     )
+    return telemetry.ended(task)
 
 
 async def release(
@@ -447,12 +456,13 @@ async def release(
 async def ack_cancel(
     conn: AsyncConnection, task_id: int, execution_id: str, *, now: datetime
 ) -> BackgroundTask | None:
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'CANCELLED', finished_at = :now, lease_until = NULL, "
         " updated_at = :now WHERE id = :id AND execution_id = :eid AND status = 'RUNNING' RETURNING *",
         {"id": task_id, "eid": execution_id, "now": now},
     )
+    return telemetry.ended(task)
 
 
 async def rescue(
@@ -482,7 +492,7 @@ async def rescue(
         ),
         {"now": now, "lim": limit, "unreachable": list(unreachable)},
     )
-    return [_task(r) for r in rows]
+    return telemetry.rescued([_task(r) for r in rows])
 
 
 # --- people's actions -----------------------------------------------------------------------
@@ -490,7 +500,7 @@ async def rescue(
 
 async def cancel(conn: AsyncConnection, task_id: int, *, now: datetime) -> BackgroundTask | None:
     """WAITING → CANCELLED at once; RUNNING → asked to stop at its next progress write."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET cancel_requested = true, updated_at = :now, "
         " status = CASE WHEN status = 'WAITING' THEN 'CANCELLED' ELSE status END, "
@@ -498,19 +508,21 @@ async def cancel(conn: AsyncConnection, task_id: int, *, now: datetime) -> Backg
         f"WHERE id = :id AND {_ACTIVE} RETURNING *",
         {"id": task_id, "now": now},
     )
+    return telemetry.ended(task)
 
 
 async def skip(
     conn: AsyncConnection, task_id: int, *, now: datetime, reason: str
 ) -> BackgroundTask | None:
     """A WAITING task that no longer needs to run (a superseded reminder) completes as skipped."""
-    return await _one(
+    task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', result_skipped = true, result_summary = :reason, "
         " progress = 1, finished_at = :now, updated_at = :now "
         "WHERE id = :id AND status = 'WAITING' RETURNING *",
         {"id": task_id, "now": now, "reason": reason},
     )
+    return telemetry.ended(task)
 
 
 async def retry(conn: AsyncConnection, task_id: int, *, now: datetime) -> BackgroundTask | None:

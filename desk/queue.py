@@ -40,6 +40,7 @@ from arq.jobs import serialize_job
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import RedisError
 
+from desk import tracing
 from desk.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -147,10 +148,10 @@ class Queue:
     def lane_queue(self, lane: str) -> str:
         return queue_name(self.prefix, lane)
 
-    def _argv(self, s: Send, now_ms: int) -> list[Any]:
+    def _argv(self, s: Send, now_ms: int, trace: dict[str, str]) -> list[Any]:
         score = _ms(s.due)
         payload = serialize_job(
-            PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run},), {}, None, now_ms,
+            PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run, **trace},), {}, None, now_ms,
             serializer=dumps,
         )  # fmt: skip
         prev = job_id(self.prefix, s.task_id, s.run, s.send - 1) if s.send > 1 else ""
@@ -158,14 +159,16 @@ class Queue:
         return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),
                 score, expiry, payload, prev]  # fmt: skip
 
+    @tracing.traced("taskdesk.dispatch")
     async def send_many(self, sends: list[Send]) -> Sent:
         """Hand every message to Redis in one round trip (the dispatcher's sweep, a web kick)."""
         if not sends:
             return Sent([])
         now_ms = int(time.time() * 1000)
         argv: list[Any] = []
+        trace = tracing.message_context()  # the worker's spans join the request that sent it
         for s in sends:
-            argv += self._argv(s, now_ms)
+            argv += self._argv(s, now_ms, trace)
         try:
             out = await self._send(args=argv)
         except REDIS_ERRORS as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,6 +88,13 @@ class Settings(BaseSettings):
     graphql_request_connections: int = Field(default=2, ge=1, le=20)
     graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=2**30)
     web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
+    # Telemetry (desk/logs.py, desk/telemetry.py, desk/tracing.py).
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # A worker serves its own metrics on this port (0: off); one port per worker on a host.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Empty: no tracing at all (the opentelemetry packages are not even imported).
+    otel_exporter_otlp_endpoint: str = Field(default="", max_length=500)
 
     @field_validator("database_url")
     @classmethod
@@ -100,6 +108,18 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, v: str) -> str:
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
+        return v
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _check_otlp(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (or empty: no tracing)")
         return v
 
     @field_validator("secret_key")

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, inputs, ledger
+from desk import access, inputs, ledger, tracing
 from desk.db import retry_transient
 from desk.delivery import send_now
 from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
@@ -39,6 +39,7 @@ def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:
     return run_at <= rt.clock() + timedelta(seconds=rt.settings.dispatch_lookahead_seconds)
 
 
+@tracing.traced("taskdesk.accept")
 async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> BackgroundTask:
     """Insert WAITING unless an active task holds the same scope (then TaskConflict).
 
@@ -286,6 +287,7 @@ async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIte
 # --- internal kinds -------------------------------------------------------------------------
 
 
+@tracing.traced("taskdesk.accept")
 @retry_transient
 async def submit_noop(
     rt: Runtime,

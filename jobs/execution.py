@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import ledger
+from desk import ledger, tracing
 from desk.db import describe_db_error, is_transient, retry_transient
 from desk.models import BackgroundTask
 from desk.runtime import Runtime
@@ -152,6 +152,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+@tracing.traced("taskdesk.claim")
 @retry_transient
 async def claim_task(
     rt: Runtime, task_id: int, run: int, *, team_max: int | None = None
@@ -206,6 +207,7 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     )
 
 
+@tracing.traced("taskdesk.run")
 async def _run(ex: Execution, processor: Processor) -> None:
     keeper = asyncio.create_task(ex.keep_alive())
     try:

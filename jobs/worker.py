@@ -29,7 +29,7 @@ from arq.connections import RedisSettings
 from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
-from desk import events, lanes
+from desk import events, lanes, logs, telemetry, tracing
 from desk.db import is_transient
 from desk.models import BackgroundTask
 from desk.queue import PROCESS_FUNCTION, dumps, loads
@@ -112,6 +112,7 @@ class Lane:
 
 async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     task_id, run = message_fields(msg)
+    tracing.attach(msg)  # the worker's spans join the trace of the request that sent it
     lane: Lane = ctx["lane"]
     return await lane.take(task_id, run)
 
@@ -195,6 +196,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
     reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}
     workers = [build_worker(rt, reg, ln) for ln in lanes_here]
+    await telemetry.start_worker(
+        settings, reg.worker_id, lambda: sum(len(ln.task_ids()) for ln in lanes_here)
+    )
     services = start_services(rt, reg)
     arq_tasks = [asyncio.create_task(_run_arq(w, stop)) for w in workers]
     log.info("worker %s started (lanes %s)", reg.worker_id, ", ".join(lanes.LANES))
@@ -247,9 +251,8 @@ async def _shutdown(
 
 def run_worker(settings: Settings) -> None:
     """Blocking entry point of `taskdesk worker`."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.setup(settings.log_format, settings.log_level)
+    tracing.setup(settings, "taskdesk-worker")
     asyncio.run(serve(settings))
 
 

@@ -7,7 +7,7 @@ import argparse
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import export_to_environ, resolve_settings
 
-APP = "api.app:create_app"
+APP = "api.app:create_served_app"
 
 
 def register(subparsers: Subparsers) -> None:

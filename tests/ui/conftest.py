@@ -47,7 +47,13 @@ async def page_as(app: FastAPI) -> AsyncIterator[PageFactory]:
     opened: list[Page] = []
 
     async def factory(user_id: int | None) -> Page:
-        client = Page(transport=httpx.ASGITransport(app=app), base_url="http://test")
+        # One request id for the whole client: error pages show it, and tests compare the
+        # answers for a foreign and a missing id byte for byte.
+        client = Page(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://test",
+            headers={"X-Request-ID": "ui-test"},
+        )
         opened.append(client)
         if user_id is not None:
             cookie, client.csrf = signed_in(app.state.settings, user_id)
