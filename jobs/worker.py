@@ -41,6 +41,7 @@ from jobs.processors import registry
 
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
+CLOSE_SECONDS = 5.0  # per shutdown step after the grace period
 
 
 class Lane:
@@ -236,17 +237,22 @@ async def _shutdown(
     for work in running:
         work.cancel()  # still running after the grace period: each hands its task back
     await asyncio.gather(*running, return_exceptions=True)
+    # Each step is bounded: a stuck Redis call must not keep a stopping worker alive.
     for lane in lanes_here:
-        try:
-            if lane.worker is not None:
-                await lane.worker.close()
-        except (RedisError, OSError, asyncio.CancelledError) as exc:
-            log.warning("arq did not close cleanly: %s", exc)
+        if lane.worker is not None:
+            await _bounded(lane.worker.close(), f"closing the {lane.name} lane's arq consumer")
     for t in arq_tasks:
         t.cancel()
-    await asyncio.gather(*arq_tasks, *services, return_exceptions=True)
-    await rt.close()
+    await asyncio.wait([*arq_tasks, *services], timeout=CLOSE_SECONDS)
+    await _bounded(rt.close(), "closing the database and Redis pools")
     log.info("worker %s stopped", reg.worker_id)
+
+
+async def _bounded(step: Awaitable[object], what: str) -> None:
+    try:
+        await asyncio.wait_for(step, CLOSE_SECONDS)
+    except (TimeoutError, RedisError, OSError, asyncio.CancelledError) as exc:
+        log.warning("%s did not finish cleanly: %r", what, exc)
 
 
 def run_worker(settings: Settings) -> None:
