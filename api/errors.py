@@ -62,13 +62,14 @@ def retry_after_headers(request: Request, exc: DeskError) -> dict[str, str]:
     return {"Retry-After": str(max(1, int(seconds)))}
 
 
-def _plain_page(exc: DeskError) -> str:
+def _plain_page(exc: DeskError, request_id: str) -> str:
     message = html.escape(exc.message)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{exc.http_status} · taskdesk</title></head><body>"
         f'<h1>{exc.http_status}</h1><p class="error">{message}</p>'
-        '<p><a href="/">Back to taskdesk</a></p></body></html>'
+        '<p><a href="/">Back to taskdesk</a></p>'
+        f'<p class="request-id"><small>Request {html.escape(request_id)}</small></p></body></html>'
     )
 
 
@@ -85,7 +86,8 @@ async def desk_error_handler(request: Request, exc: Exception) -> Response:
         error = {"message": exc.message, "extensions": {"code": exc.code}}
         return JSONResponse({"errors": [error]}, status_code=exc.http_status, headers=headers)
     if wants_page(request):
-        return HTMLResponse(_plain_page(exc), status_code=exc.http_status, headers=headers)
+        rid = str(getattr(request.state, "request_id", ""))
+        return HTMLResponse(_plain_page(exc, rid), status_code=exc.http_status, headers=headers)
     return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 

@@ -156,7 +156,7 @@ def rescued(tasks: list[T]) -> list[T]:
 def sent(rows: Iterable[Any]) -> None:
     """Sends the dispatcher reserved; a task's second and later sends are re-sends."""
     for r in rows:
-        if getattr(r, "sends", 1) > 1:
+        if r.send > 1:
             RESENT.labels(r.kind).inc()
 
 

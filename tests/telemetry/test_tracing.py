@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from desk import tasks, tracing
+from desk import lanes, tasks, tracing
 from desk.queue import job_id
 from desk.runtime import Runtime
 from desk.settings import Settings
-from jobs.heartbeat import Registration
 from jobs.processors import registry
-from jobs.worker import process_task
+from jobs.worker import Lane, process_task
 from tests.helpers import ROOT, settings_env
 
 
@@ -34,7 +33,7 @@ def spans(settings: Settings) -> Iterator[Any]:
 
 
 async def queued_message(rt: Runtime, task_id: int, run: int) -> dict[str, Any]:
-    raw = await rt.redis.get(f"arq:job:{job_id(rt.settings.queue_prefix, task_id, run)}")
+    raw = await rt.redis.get(f"arq:job:{job_id(rt.settings.queue_prefix, task_id, run, 1)}")
     assert raw is not None, "the task was not enqueued"
     args = json.loads(raw)["a"]
     assert isinstance(args[0], dict)
@@ -42,9 +41,12 @@ async def queued_message(rt: Runtime, task_id: int, run: int) -> dict[str, Any]:
 
 
 async def run_like_arq(rt: Runtime, msg: dict[str, Any]) -> str:
-    """arq runs each job in an asyncio task of its own; so does this."""
-    ctx = {"rt": rt, "registration": Registration("w-test"), "processors": registry()}
-    return await asyncio.create_task(process_task(ctx, msg))
+    """arq runs each job in an asyncio task of its own; so does this. The job claims the task
+    and starts the work detached from arq, in the lane: wait for that work's result too."""
+    lane = Lane(rt, lanes.lane_of("NOOP"), registry())
+    assert await asyncio.create_task(process_task({"lane": lane}, msg)) == "started"
+    (work,) = lane.works()
+    return await work
 
 
 async def test_worker_spans_join_the_request_that_accepted_the_task(rt, world, spans):
