@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from desk.messages import Message
+
 
 class DeskError(Exception):
     """Something went wrong."""
@@ -65,15 +67,30 @@ class TaskConflict(DeskError):
         super().__init__(message)
 
 
+class IdempotencyKeyReused(ValidationProblem):
+    """The same idempotency key came with a different request (Stripe's rule: one key, one
+    request). A ValidationProblem of the field, so every face already knows how to show it."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
+
+    def __init__(self, field: str = "idempotency_key") -> None:
+        super().__init__(
+            field,
+            "this key was already used for a different request; send a new key for a new request",
+        )
+
+
 class QuotaExceeded(DeskError):
     """Too many exports: try again later."""
 
     code = "QUOTA_EXCEEDED"
     http_status = 429
 
-    def __init__(self, retry_after: datetime, message: str | None = None) -> None:
+    def __init__(self, retry_after: datetime, message: str | Message | None = None) -> None:
         self.retry_after = retry_after
-        super().__init__(message)
+        # The English message for APIs, plus its key and parameters for the pages.
+        self.text = message if isinstance(message, Message) else None
+        super().__init__(message.text if isinstance(message, Message) else message)
 
 
 class RateLimited(DeskError):

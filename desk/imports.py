@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk import access, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
+from desk.messages import Message, message
 from desk.models import BackgroundTask, Priority, Role, TaskKind, TicketStatus, Upload
 from desk.runtime import Runtime
 from desk.tasks import accept, kick
@@ -328,11 +329,8 @@ class Counts:
             "rejected": self.rejected,
         }
 
-    def summary(self) -> str:
-        return (
-            f"{self.created:,} created, {self.updated:,} updated, {self.unchanged:,} unchanged, "
-            f"{self.rejected:,} rejected."
-        )
+    def summary(self) -> Message:
+        return message("import.done", **self.as_dict())
 
 
 async def load_upload(conn: AsyncConnection, upload_id: int) -> bytes | None:
