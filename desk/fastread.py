@@ -49,6 +49,7 @@ class TaskView:
     result_bytes: int | None
     expires_at: datetime | None
     cancel_requested: bool
+    lease_until: datetime | None
     team_id: int
     owner_id: int
     ticket_id: int | None

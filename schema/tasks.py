@@ -25,7 +25,8 @@ class Task:
     kind: TaskKind
     status: TaskStatus
     status_label: str = strawberry.field(
-        description="Queued, Scheduled, Running, Cancelling, Retrying, Completed, Skipped, "
+        description="Queued, Scheduled, Running, Worker lost (running, but its worker stopped "
+        "answering: it resumes when a worker is back), Cancelling, Retrying, Completed, Skipped, "
         "Failed, Cancelled or Expired."
     )
     progress: float = strawberry.field(description="0 to 1.")
