@@ -45,6 +45,8 @@ class TaskView:
     started_at: datetime | None
     finished_at: datetime | None
     result_summary: str | None
+    summary_key: str | None
+    summary_params: dict[str, Any]
     result_skipped: bool
     result_bytes: int | None
     expires_at: datetime | None
