@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect
 from api.auth import RuntimeDep
 from desk import exports, imports, members, tasks
 from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
-from desk.models import TaskKind, TaskStatus
+from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.runtime import Runtime
 from ui import task_lists
 from ui.render import is_htmx, render
@@ -88,6 +88,7 @@ async def _page(
         "team_name": next((t.team_name for t in full.teams if t.team_id == team_id), ""),
         "limit": _size_text(rt.settings.import_max_bytes),
         "columns": ", ".join(exports.COLUMNS),  # what an export writes is what an import reads
+        "busy": await _active_import(rt, v.user_id, team_id),
         **extra,
     }
     return render(request, "imports.html", context, status=status)
@@ -148,7 +149,7 @@ async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
         await form.close()
 
 
-async def _active_import(rt: Runtime, user_id: int, team_id: int) -> int | None:
+async def _active_import(rt: Runtime, user_id: int, team_id: int) -> BackgroundTask | None:
     """The team's queued or running import, if any: follow it instead of storing another file.
     (Only a shortcut: `start_import`'s conflict is what guarantees one per team.)"""
     for status in (TaskStatus.RUNNING, TaskStatus.WAITING):
@@ -156,7 +157,7 @@ async def _active_import(rt: Runtime, user_id: int, team_id: int) -> int | None:
             rt, user_id, team_id, kind=TaskKind.IMPORT, status=status, first=1
         )
         if page.items:
-            return page.items[0].id
+            return page.items[0]
     return None
 
 
@@ -166,7 +167,7 @@ async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tupl
     imports.sniff(data, rt.settings.import_max_bytes)  # a bad file says so, running import or not
     existing = await _active_import(rt, v.user_id, team_id)
     if existing is not None:
-        return "attached", existing
+        return "attached", existing.id or 0
     try:
         task = await imports.submit_import(rt, v.user_id, team_id, filename, data, mode)
     except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
@@ -199,10 +200,32 @@ async def start_import(
         if status in (202, 409):
             return redirect(request, "/imports")
         return await _page(request, rt, v, team, status=status, **extra)
+    started = status in (202, 409)
     context = {
         "v": v,
-        "refreshed": await _listing(rt, v, team) if status in (202, 409) else None,
+        "refreshed": await _listing(rt, v, team) if started else None,
         "limit": _size_text(rt.settings.import_max_bytes),
+        # The form's controls wait for the import just started (swapped in out of band).
+        "busy": await _active_import(rt, v.user_id, team) if started else None,
+        "team_id": team,
+        "oob": True,
         **extra,
     }
     return render(request, "imports.html", context, block="import_result", status=status)
+
+
+@router.get("/imports/controls")
+async def import_controls(
+    request: Request, rt: RuntimeDep, v: FragmentViewer, team_id: TeamId = None
+) -> Response:
+    """The form's controls: disabled with "Import #7 is running (42 %)" while one is active."""
+    team = team_id or v.team_id
+    if team is None or not await _is_admin(rt, v, team):
+        return await _as_missing(request)
+    context = {
+        "v": v,
+        "team_id": team,
+        "busy": await _active_import(rt, v.user_id, team),
+        "limit": _size_text(rt.settings.import_max_bytes),
+    }
+    return render(request, "imports.html", context, block="import_controls")
