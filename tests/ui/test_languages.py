@@ -112,9 +112,7 @@ async def _tasks_in_every_state(rt, world, clock) -> None:
             team_id=world.team,
             task_id=None,
             kind="REMINDER",
-            text=messages.message(
-                "reminder.notification", ticket=1, title="x", status="OPEN"
-            ),
+            text=messages.message("reminder.notification", ticket=1, title="x", status="OPEN"),
             link="/tickets/1",
         )
 
