@@ -127,8 +127,9 @@ async def _drain(request: Request) -> None:
             pass
 
 
-async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
-    """(file name, contents, mode) of the form, reading at most `limit` + 1 bytes of the file."""
+async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str, str | None]:
+    """(file name, contents, mode, idempotency key) of the form, reading at most `limit` + 1
+    bytes of the file."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit + SLACK:
         await _drain(request)
@@ -144,7 +145,8 @@ async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
         data = await upload.read(limit + 1)
         if len(data) > limit:
             raise BadUpload("too_big", 413)
-        return upload.filename or "upload.csv", data, str(form.get("mode") or "")
+        key = str(form.get("idempotency_key") or "") or None
+        return upload.filename or "upload.csv", data, str(form.get("mode") or ""), key
     finally:
         await form.close()
 
@@ -162,16 +164,21 @@ async def _active_import(rt: Runtime, user_id: int, team_id: int) -> BackgroundT
 
 
 async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tuple[str, int]:
-    """("queued" | "attached", task id); raises BadUpload or the desk's ValidationProblem."""
-    filename, data, mode = await _read_upload(request, rt.settings.import_max_bytes)
+    """("queued" | "attached" | "replayed", task id); raises BadUpload or the desk's
+    ValidationProblem."""
+    filename, data, mode, key = await _read_upload(request, rt.settings.import_max_bytes)
     imports.sniff(data, rt.settings.import_max_bytes)  # a bad file says so, running import or not
     existing = await _active_import(rt, v.user_id, team_id)
     if existing is not None:
         return "attached", existing.id or 0
     try:
-        task = await imports.submit_import(rt, v.user_id, team_id, filename, data, mode)
+        task = await imports.submit_import(
+            rt, v.user_id, team_id, filename, data, mode, idempotency_key=key
+        )
     except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
         return "attached", conflict.existing.id
+    if task.status != TaskStatus.WAITING or task.created_at < rt.clock():
+        return "replayed", task.id or 0  # this very form was sent before (a resend)
     return "queued", task.id or 0
 
 
@@ -190,17 +197,17 @@ async def start_import(
     status, extra = 202, {}
     try:
         outcome, task_id = await _start(rt, v, team, request)
-        status = 202 if outcome == "queued" else 409
+        status = {"queued": 202, "replayed": 200}.get(outcome, 409)
         extra = {"outcome": outcome, "task_id": task_id}
     except BadUpload as bad:
         status, extra = bad.status, {"outcome": bad.outcome}
     except ValidationProblem as problem:
         status, extra = problem.http_status, {"outcome": "problem", "problem": problem}
     if not is_htmx(request):
-        if status in (202, 409):
+        if status in (200, 202, 409):
             return redirect(request, "/imports")
         return await _page(request, rt, v, team, status=status, **extra)
-    started = status in (202, 409)
+    started = status in (200, 202, 409)
     context = {
         "v": v,
         "refreshed": await _listing(rt, v, team) if started else None,

@@ -10,7 +10,9 @@ from desk import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 
-KEY = re.compile(r'id="(export-key|reminder-key)" name="idempotency_key" value="([0-9a-f]{32})"')
+KEY = re.compile(
+    r'id="(export-key|reminder-key|import-key)" name="idempotency_key" value="([0-9a-f]{32})"'
+)
 
 
 def key_of(html: str, which: str = "export-key") -> str:
@@ -65,3 +67,29 @@ async def test_the_reminder_form_is_one_request_too(page_as, world, rt, clock) -
     assert again.status_code == 200
     listed = await tasks.list_tasks(rt, world.staff, world.team, kind="REMINDER")
     assert len(listed.items) == 1 and listed.items[0].status == "WAITING"
+
+
+async def test_the_import_form_resent_after_its_import_finished_is_one_import(
+    page_as, world, rt
+) -> None:
+    page = await page_as(world.admin)
+    key = key_of((await page.get("/imports")).text, "import-key")
+    data = b"external_id,title\nE1,One\nE2,Two\n"
+
+    async def send():
+        return await page.hx_post(
+            f"/imports?team_id={world.team}",
+            data={"mode": "create", "idempotency_key": key},
+            files={"file": ("t.csv", data, "text/csv")},
+        )
+
+    first = await send()
+    assert first.status_code == 202
+    task = (await tasks.list_tasks(rt, world.admin, world.team, kind="IMPORT")).items[0]
+    await execute(rt, registry(), task.id, task.run)
+    again = await send()
+    assert again.status_code == 200
+    assert f"Import #{task.id} was already started by this same request" in again.text
+    listed = await tasks.list_tasks(rt, world.admin, world.team, kind="IMPORT")
+    assert [t.id for t in listed.items] == [task.id]
+    assert key_of(first.text, "import-key") != key  # the next file is a new request
