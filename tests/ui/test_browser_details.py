@@ -1,7 +1,8 @@
 """What a new user trips over, in a real browser (Debian's headless chromium) against a real
 uvicorn server and, where it matters, a real worker: a double click is one export even when
 the first finishes before the second would arrive, a toast closes and fades, on a phone a chip
-shows the active task and jumps to it, and the import form says which import runs.
+shows the active task and jumps to it, the import form says which import runs, and a task
+whose worker was killed says "Worker lost" until another worker resumes it.
 """
 
 from __future__ import annotations
@@ -156,3 +157,27 @@ async def test_import_form_is_closed_while_an_import_runs(site, rt, world) -> No
             )
         await expect(busy).to_be_hidden(timeout=SLOW)
         await expect(page.get_by_label("CSV file")).to_be_enabled()
+
+
+async def test_a_task_whose_worker_was_killed_says_so_and_resumes(
+    site, rt, world, settings, tmp_path
+) -> None:
+    from playwright.async_api import expect
+
+    # 200 steps of 0.1 s: a task that is still running when its worker is killed.
+    task = await tasks.submit_noop(rt, world.staff, world.team, {"steps": 200, "step_seconds": 0.1})
+    async with browser_page(site) as page:
+        await sign_in(page, "chen@acme.test")
+        await page.wait_for_url("**/tickets")
+        await page.goto("/tasks")
+        row = page.locator(f"#task-{task.id}")
+        with running_workers(settings, tmp_path, lease_seconds=3) as (worker,):
+            await expect(row).to_have_attribute("data-status", "Running", timeout=SLOW)
+            worker.kill()
+            await expect(row).to_have_attribute("data-status", "Worker lost", timeout=SLOW)
+            await expect(row.get_by_test_id("worker-lost")).to_contain_text(
+                "resumes when a worker is back"
+            )
+            await expect(page.get_by_test_id("no-worker")).to_be_visible(timeout=SLOW)
+        with running_workers(settings, tmp_path, lease_seconds=3):
+            await expect(row).to_have_attribute("data-status", "Completed", timeout=60_000)
