@@ -171,13 +171,14 @@ async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tupl
     existing = await _active_import(rt, v.user_id, team_id)
     if existing is not None:
         return "attached", existing.id or 0
+    asked_at = rt.clock()
     try:
         task = await imports.submit_import(
             rt, v.user_id, team_id, filename, data, mode, idempotency_key=key
         )
     except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
         return "attached", conflict.existing.id
-    if task.status != TaskStatus.WAITING or task.created_at < rt.clock():
+    if task.status != TaskStatus.WAITING or task.created_at < asked_at:
         return "replayed", task.id or 0  # this very form was sent before (a resend)
     return "queued", task.id or 0
 

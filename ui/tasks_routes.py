@@ -119,11 +119,12 @@ async def export(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     raw = filter_input({k: form.getlist(k) for k in form if k not in NOT_FILTERS})
     key = str(form.get("idempotency_key") or "") or None
     status, message, task_id, said = 202, "queued", None, None
+    asked_at = rt.clock()
     try:
         task = await tasks.create_export(rt, v.user_id, team_id, raw, idempotency_key=key)
         task_id = task.id
-        if task.status != TaskStatus.WAITING or task.created_at < rt.clock():
-            status, message = 200, "replayed"
+        if task.status != TaskStatus.WAITING or task.created_at < asked_at:
+            status, message = 200, "replayed"  # made by an earlier send of this very form
     except TaskConflict as conflict:
         status, message, task_id = 409, "attached", conflict.existing.id
     except QuotaExceeded as exc:
