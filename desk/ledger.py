@@ -136,11 +136,15 @@ async def by_idempotency_key(
     )
 
 
-async def forget_idempotency_key(conn: AsyncConnection, task_id: int) -> None:
+async def forget_idempotency_key(
+    conn: AsyncConnection, task_id: int, key: str
+) -> BackgroundTask | None:
     """A key older than the window is free again: its old task lets go of it."""
-    await conn.execute(
-        sa.text("UPDATE background_task SET idempotency_key = NULL WHERE id = :id"),
-        {"id": task_id},
+    return await _one(
+        conn,
+        "UPDATE background_task SET idempotency_key = NULL WHERE id = :id AND idempotency_key = :k "
+        "RETURNING *",
+        {"id": task_id, "k": key},
     )
 
 

@@ -81,7 +81,7 @@ async def replay(
         return None
     window = timedelta(seconds=rt.settings.idempotency_window_seconds)
     if found.created_at <= rt.clock() - window:
-        await ledger.forget_idempotency_key(conn, found.id or 0)
+        await ledger.forget_idempotency_key(conn, found.id or 0, key)
         return None
     if found.request_fingerprint != fingerprint:
         raise IdempotencyKeyReused()

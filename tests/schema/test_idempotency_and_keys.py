@@ -88,3 +88,20 @@ async def test_notification_and_skip_reason_keep_english_plus_key(api, rt, world
     assert node["text"] == f"Reminder: ticket #{ticket} “T” is still open."
     assert node["textKey"] == "reminder.notification"
     assert node["textParams"] == {"ticket": ticket, "title": "T", "status": "OPEN"}
+
+
+async def test_status_label_says_worker_lost_when_the_lease_ran_out(api, rt, world, clock) -> None:
+    import sqlalchemy as sa
+
+    first = await _export(api, world)
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "UPDATE background_task SET status = 'RUNNING', attempts = 1, lease_until = :t "
+                "WHERE id = :id"
+            ),
+            {"t": clock() - timedelta(seconds=1), "id": int(first["id"])},
+        )
+    query = "query($id: ID!) { task(id: $id) { status statusLabel } }"
+    got = (await api(query, {"id": first["id"]}, user=world.staff))["data"]["task"]
+    assert got == {"status": "RUNNING", "statusLabel": "Worker lost"}
