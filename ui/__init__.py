@@ -70,7 +70,35 @@ def _style_error_pages(app: FastAPI) -> None:
         return error_page(request, ServerTrouble())
 
     app.add_exception_handler(DeskError, desk_error)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, server_error)
+
+
+class HttpProblem(DeskError):
+    """That did not work."""
+
+    code = "HTTP"
+
+
+HTTP_MESSAGES = {
+    405: "This address does not take that kind of request.",
+    400: "The request could not be read. Please go back and try again.",
+}
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (405, 400 …) as styled pages for a browser; JSON otherwise."""
+    from ui.route import error_page
+
+    assert isinstance(exc, HTTPException)
+    if not _wants_page(request) or exc.status_code < 400:
+        return await http_exception_handler(request, exc)
+    problem = HttpProblem(HTTP_MESSAGES.get(exc.status_code))
+    problem.http_status = exc.status_code
+    styled = error_page(request, problem)
+    for name, value in (exc.headers or {}).items():
+        styled.headers[name] = value  # e.g. Allow on a 405
+    return styled
 
 
 class ServerTrouble(DeskError):

@@ -103,3 +103,28 @@ async def test_the_report_of_someone_elses_import_is_styled_too(page_as, world, 
     await add_ticket(rt, world.team, world.customer, "x")
     r = await (await page_as(world.customer)).get("/tasks/12345/report", headers=HTML)
     assert r.status_code == 404 and "/static/ui.css" in r.text
+
+
+async def test_other_refusals_are_styled_pages_for_browsers(page_as, world) -> None:
+    page = await page_as(world.staff)
+    r = await page.get("/logout", headers=HTML)  # sign-out is a POST
+    assert r.status_code == 405 and "/static/ui.css" in r.text
+    assert "does not take that kind of request" in r.text and "POST" in r.headers["allow"]
+    api = await page.get("/logout", headers={"Accept": "application/json"})
+    assert api.status_code == 405 and api.json() == {"detail": "Method Not Allowed"}
+
+
+async def test_a_bug_is_a_styled_500_page_for_browsers(app, world) -> None:
+    import httpx
+
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    app.add_api_route("/boom-for-test", boom)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        r = await client.get("/boom-for-test", headers=HTML)
+        assert r.status_code == 500 and "/static/ui.css" in r.text
+        assert "The server had a problem" in r.text and "a bug" not in r.text
+        plain = await client.get("/boom-for-test")
+        assert plain.status_code == 500 and plain.text == "Internal Server Error"
