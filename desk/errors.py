@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from desk import telemetry
+from desk.messages import Message
 
 
 class DeskError(Exception):
@@ -68,15 +69,30 @@ class TaskConflict(DeskError):
         telemetry.refused("conflict", getattr(existing, "kind", None))
 
 
+class IdempotencyKeyReused(ValidationProblem):
+    """The same idempotency key came with a different request (Stripe's rule: one key, one
+    request). A ValidationProblem of the field, so every face already knows how to show it."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
+
+    def __init__(self, field: str = "idempotency_key") -> None:
+        super().__init__(
+            field,
+            "this key was already used for a different request; send a new key for a new request",
+        )
+
+
 class QuotaExceeded(DeskError):
     """Too many exports: try again later."""
 
     code = "QUOTA_EXCEEDED"
     http_status = 429
 
-    def __init__(self, retry_after: datetime, message: str | None = None) -> None:
+    def __init__(self, retry_after: datetime, message: str | Message | None = None) -> None:
         self.retry_after = retry_after
-        super().__init__(message)
+        # The English message for APIs, plus its key and parameters for the pages.
+        self.text = message if isinstance(message, Message) else None
+        super().__init__(message.text if isinstance(message, Message) else message)
         telemetry.refused("quota", "EXPORT")  # only exports have quotas
 
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from desk.filters import filter_sql, parse_filter
+from desk.messages import Message, message
 from desk.models import BackgroundTask
 
 BOM = b"\xef\xbb\xbf"
@@ -65,5 +66,6 @@ def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     return f"COPY ({select}) TO STDOUT (FORMAT csv)", params | {"empty": ""}
 
 
-def summary(rows: int) -> str:
-    return f"{rows:,} row{'s' if rows != 1 else ''} exported."
+def summary(rows: int) -> Message:
+    """ "17 rows exported." — with its key and figures, for the reader's language."""
+    return message("export.done", rows=rows)

@@ -45,10 +45,13 @@ class TaskView:
     started_at: datetime | None
     finished_at: datetime | None
     result_summary: str | None
+    summary_key: str | None
+    summary_params: dict[str, Any]
     result_skipped: bool
     result_bytes: int | None
     expires_at: datetime | None
     cancel_requested: bool
+    lease_until: datetime | None
     team_id: int
     owner_id: int
     ticket_id: int | None

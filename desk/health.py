@@ -45,12 +45,33 @@ class Health:
         }
 
 
+def beat_stale_after(rt: Runtime) -> float:
+    """Seconds without a heartbeat after which a registration no longer counts as a live worker.
+
+    A worker beats on every dispatcher sweep (`DISPATCH_INTERVAL`); its key's expiry
+    (`HEARTBEAT_TTL_SECONDS`) only cleans up. Reading the last beat means a killed worker
+    disappears from the badge within seconds, not when its key finally expires."""
+    return max(5.0, 4 * rt.settings.dispatch_interval)
+
+
+def _beating(worker: dict[str, Any], now: datetime, stale_after: float) -> bool:
+    last = worker.get("last_sweep") or worker.get("started_at")
+    if not isinstance(last, str):
+        return True  # an older worker's registration without times: trust its key's expiry
+    try:
+        age = (now - datetime.fromisoformat(last)).total_seconds()
+    except (ValueError, TypeError):
+        return True
+    return age <= stale_after
+
+
 async def _workers(rt: Runtime) -> list[dict[str, Any]]:
     out = []
+    now, stale_after = rt.clock(), beat_stale_after(rt)
     async for key in rt.redis.scan_iter(match=worker_key(rt.settings.queue_prefix, "*"), count=200):
         raw = await rt.redis.get(key)
-        if raw:
-            out.append(json.loads(raw))
+        if raw and _beating(found := json.loads(raw), now, stale_after):
+            out.append(found)
     return sorted(out, key=lambda w: str(w.get("id")))
 
 

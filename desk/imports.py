@@ -9,6 +9,7 @@ duplicates nor skips. Parsing and validation live here; the worker only drives b
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk import access, exports, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
+from desk.messages import Message, message
 from desk.models import BackgroundTask, Priority, Role, TaskKind, TicketStatus, Upload
 from desk.runtime import Runtime
-from desk.tasks import accept, kick
+from desk.tasks import accept, kick, replay, request_fingerprint
 
 MODES = ("create", "upsert")
 SCOPE = "import"
@@ -281,6 +283,8 @@ async def _accept_import(
     upload_id: int,
     filename: str,
     mode: str,
+    idempotency_key: str | None = None,
+    fingerprint: str | None = None,
 ) -> BackgroundTask:
     return await accept(
         rt,
@@ -289,6 +293,7 @@ async def _accept_import(
             kind=TaskKind.IMPORT, team_id=team_id, owner_id=user_id, scope_key=SCOPE, run_at=rt.clock(),
             max_attempts=rt.settings.max_attempts,
             filters={"upload_id": upload_id, "mode": mode, "filename": filename},
+            idempotency_key=idempotency_key, request_fingerprint=fingerprint,
         ),
     )  # fmt: skip
 
@@ -330,12 +335,26 @@ async def start_import(
 
 @retry_transient
 async def submit_import(
-    rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes, mode: str
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    filename: str,
+    data: bytes,
+    mode: str,
+    *,
+    idempotency_key: str | None = None,
 ) -> BackgroundTask:
     """Store the file and start its import in one transaction: a conflict or a bad file keeps
-    nothing (the page and the CLI)."""
+    nothing (the page and the CLI). A known `idempotency_key` (the same file, mode and team)
+    gets its first request's import back, even a finished one, and stores nothing."""
     mode = _mode(mode)
+    fingerprint = request_fingerprint(
+        TaskKind.IMPORT, team_id, mode, hashlib.sha256(data).hexdigest()
+    )
     async with rt.engine.begin() as conn:
+        replayed = await replay(rt, conn, user_id, idempotency_key, fingerprint)
+        if replayed is not None:
+            return replayed
         await ledger.lock_team(conn, team_id)
         await _admin(conn, user_id, team_id)
         existing = await ledger.active_in_scope(conn, TaskKind.IMPORT, team_id, SCOPE)
@@ -343,7 +362,10 @@ async def submit_import(
             raise TaskConflict(existing)
         upload = await _insert_upload(conn, rt, user_id, team_id, filename, data)
         assert upload.id is not None
-        task = await _accept_import(rt, conn, user_id, team_id, upload.id, upload.filename, mode)
+        task = await _accept_import(
+            rt, conn, user_id, team_id, upload.id, upload.filename, mode,
+            idempotency_key, fingerprint,
+        )  # fmt: skip
     await kick(rt, task)
     return task
 
@@ -370,11 +392,8 @@ class Counts:
             "rejected": self.rejected,
         }
 
-    def summary(self) -> str:
-        return (
-            f"{self.created:,} created, {self.updated:,} updated, {self.unchanged:,} unchanged, "
-            f"{self.rejected:,} rejected."
-        )
+    def summary(self) -> Message:
+        return message("import.done", **self.as_dict())
 
 
 async def load_upload(conn: AsyncConnection, upload_id: int) -> bytes | None:

@@ -83,6 +83,8 @@ class NewTask:
     scope_creator_id: int | None = None
     reminder_revision: int | None = None
     note: str = ""
+    idempotency_key: str | None = None  # the client's key, unique per owner (see desk.tasks)
+    request_fingerprint: str | None = None  # what the key asked for, to refuse its reuse
 
 
 async def insert(
@@ -97,11 +99,11 @@ async def insert(
         conn,
         "INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, "
         " scope_creator_id, reminder_revision, note, run_at, max_attempts, dispatched_at, sends, "
-        " created_at, updated_at) "
+        " created_at, updated_at, idempotency_key, request_fingerprint) "
         "VALUES (:kind, :team_id, :owner_id, :ticket_id, :scope_key, CAST(:filters AS jsonb), "
         f" :scope_creator_id, :reminder_revision, :note, :run_at, :max_attempts, "
         f" CASE WHEN {send} THEN CAST(:now AS timestamptz) END, CASE WHEN {send} THEN 1 ELSE 0 END, "
-        " :now, :now) "
+        " :now, :now, :idem, :fingerprint) "
         "ON CONFLICT (kind, team_id, scope_key) WHERE status IN ('WAITING', 'RUNNING') DO NOTHING "
         "RETURNING *",
         {
@@ -119,9 +121,40 @@ async def insert(
             "dispatched": dispatched,
             "lane": lane_of(new.kind),
             "now": now,
+            "idem": new.idempotency_key,
+            "fingerprint": new.request_fingerprint,
         },
     )
     return telemetry.accepted(task)
+
+
+async def lock_idempotency_key(conn: AsyncConnection, owner_id: int, key: str) -> None:
+    """Serialise two requests carrying one key (they may name different teams)."""
+    await conn.execute(
+        sa.text("SELECT pg_advisory_xact_lock(7342, hashtext(:k))"), {"k": f"{owner_id}:{key}"}
+    )
+
+
+async def by_idempotency_key(
+    conn: AsyncConnection, owner_id: int, key: str
+) -> BackgroundTask | None:
+    return await _one(
+        conn,
+        "SELECT * FROM background_task WHERE owner_id = :o AND idempotency_key = :k",
+        {"o": owner_id, "k": key},
+    )
+
+
+async def forget_idempotency_key(
+    conn: AsyncConnection, task_id: int, key: str
+) -> BackgroundTask | None:
+    """A key older than the window is free again: its old task lets go of it."""
+    return await _one(
+        conn,
+        "UPDATE background_task SET idempotency_key = NULL WHERE id = :id AND idempotency_key = :k "
+        "RETURNING *",
+        {"id": task_id, "k": key},
+    )
 
 
 async def count_active_and_recent(
@@ -367,6 +400,8 @@ async def finish(
     *,
     now: datetime,
     summary: str,
+    summary_key: str | None = None,
+    summary_params: dict[str, Any] | None = None,
     skipped: bool = False,
     expires_at: datetime | None = None,
     result_bytes: int | None = None,
@@ -378,6 +413,7 @@ async def finish(
     task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', progress = 1, result_summary = :summary, "
+        " summary_key = :skey, summary_params = CAST(:sparams AS jsonb), "
         " progress_current = coalesce(:cur, progress_current), "
         " progress_message = coalesce(:msg, progress_message), "
         " stats = coalesce(CAST(:stats AS jsonb), stats), "
@@ -389,6 +425,8 @@ async def finish(
             "eid": execution_id,
             "now": now,
             "summary": summary,
+            "skey": summary_key,
+            "sparams": json.dumps(summary_params or {}),
             "skipped": skipped,
             "expires": expires_at,
             "bytes": result_bytes,
@@ -512,15 +550,28 @@ async def cancel(conn: AsyncConnection, task_id: int, *, now: datetime) -> Backg
 
 
 async def skip(
-    conn: AsyncConnection, task_id: int, *, now: datetime, reason: str
+    conn: AsyncConnection,
+    task_id: int,
+    *,
+    now: datetime,
+    reason: str,
+    reason_key: str | None = None,
+    reason_params: dict[str, Any] | None = None,
 ) -> BackgroundTask | None:
     """A WAITING task that no longer needs to run (a superseded reminder) completes as skipped."""
     task = await _one(
         conn,
         "UPDATE background_task SET status = 'COMPLETED', result_skipped = true, result_summary = :reason, "
+        " summary_key = :key, summary_params = CAST(:params AS jsonb), "
         " progress = 1, finished_at = :now, updated_at = :now "
         "WHERE id = :id AND status = 'WAITING' RETURNING *",
-        {"id": task_id, "now": now, "reason": reason},
+        {
+            "id": task_id,
+            "now": now,
+            "reason": reason,
+            "key": reason_key,
+            "params": json.dumps(reason_params or {}),
+        },
     )
     return telemetry.ended(task)
 

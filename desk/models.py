@@ -147,7 +147,11 @@ class Notification(SQLModel, table=True):
     team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
     task_id: int | None = Field(default=None)
     kind: str = Field(max_length=40)
-    text: str
+    text: str  # stable English; pages render text_key/text_params in the reader's language
+    text_key: str | None = Field(default=None, max_length=100)
+    text_params: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
     link: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
     read_at: datetime | None = _tz()
     created_at: datetime = _now_col()
@@ -210,6 +214,14 @@ class BackgroundTask(SQLModel, table=True):
             unique=True,
             postgresql_where=sa.text("status IN ('WAITING', 'RUNNING')"),
         ),
+        # A client's idempotency key names one task of its owner (DESIGN.md §6, Stripe-style).
+        sa.Index(
+            "background_task_owner_idempotency_key",
+            "owner_id",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -226,6 +238,8 @@ class BackgroundTask(SQLModel, table=True):
     reminder_revision: int | None = Field(default=None)
     note: str = Field(default="", max_length=1000, sa_column_kwargs={"server_default": ""})
     run_at: datetime = _now_col()
+    idempotency_key: str | None = Field(default=None, max_length=100)
+    request_fingerprint: str | None = Field(default=None, max_length=64)
 
     status: str = Field(
         default="WAITING", max_length=20, sa_column_kwargs={"server_default": "WAITING"}
@@ -255,7 +269,11 @@ class BackgroundTask(SQLModel, table=True):
     stats: dict[str, Any] = Field(
         default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
     )
-    result_summary: str | None = Field(default=None)
+    result_summary: str | None = Field(default=None)  # stable English
+    summary_key: str | None = Field(default=None, max_length=100)  # desk.messages key
+    summary_params: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
     result_skipped: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
     expires_at: datetime | None = _tz()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -9,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import inputs
 from desk.errors import ValidationProblem
+from desk.messages import Message
 from desk.models import Notification
 from desk.runtime import Runtime
 
@@ -22,23 +24,29 @@ async def insert_many(
     team_id: int,
     task_id: int | None,
     kind: str,
-    text: str,
+    text: str | Message | None,
     link: str,
 ) -> int:
-    """Inside the caller's transaction (the one that completes the task), so they commit together."""
+    """Inside the caller's transaction (the one that completes the task), so they commit together.
+
+    A `Message` is stored as its English text plus its key and parameters (for the pages)."""
     if not user_ids:
         return 0
+    said = text if isinstance(text, Message) else None
     await conn.execute(
         sa.text(
-            "INSERT INTO notification (user_id, team_id, task_id, kind, text, link) "
-            "SELECT u, :team, :task, :kind, :text, :link FROM unnest(CAST(:users AS int[])) AS u"
+            "INSERT INTO notification (user_id, team_id, task_id, kind, text, text_key, text_params, link) "
+            "SELECT u, :team, :task, :kind, :text, :key, CAST(:params AS jsonb), :link "
+            "FROM unnest(CAST(:users AS int[])) AS u"
         ),
         {
             "users": user_ids,
             "team": team_id,
             "task": task_id,
             "kind": kind,
-            "text": text,
+            "text": said.text if said else (text or ""),
+            "key": said.key if said else None,
+            "params": json.dumps(said.params if said else {}),
             "link": link,
         },
     )

@@ -17,9 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk import access, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
+from desk.messages import Message, message
 from desk.models import CLOSED_TICKET, BackgroundTask, TaskKind, TaskStatus, Ticket
 from desk.runtime import Runtime
-from desk.tasks import accept, kick
+from desk.tasks import accept, kick, replay, request_fingerprint
 
 MAX_AHEAD = timedelta(days=366)
 
@@ -71,13 +72,22 @@ async def schedule_reminder(
     at: datetime | None = None,
     in_minutes: int | None = None,
     note: str = "",
+    idempotency_key: str | None = None,
 ) -> BackgroundTask:
     """Staff/admin only. The same due minute again → TaskConflict (a double click); another
-    time reschedules: the earlier reminder completes at once as skipped."""
+    time reschedules: the earlier reminder completes at once as skipped. A known
+    `idempotency_key` gets its first request's task back (the request as sent, not the due
+    time it came to, so a retry of "in 30 minutes" a minute later is the same request)."""
     now = rt.clock()
     due = _due(now, at, in_minutes)
     note = inputs.line("note", note or "", max_len=500)
+    fingerprint = request_fingerprint(
+        TaskKind.REMINDER, ticket_id, at.isoformat() if at else None, in_minutes, note
+    )
     async with rt.engine.begin() as conn:
+        replayed = await replay(rt, conn, user_id, idempotency_key, fingerprint)
+        if replayed is not None:
+            return replayed
         ticket = await _ticket_for_staff(conn, user_id, ticket_id)
         await ledger.lock_team(conn, ticket.team_id)
         if ticket.status in CLOSED_TICKET:
@@ -95,11 +105,14 @@ async def schedule_reminder(
                 raise TaskConflict(
                     existing, "A reminder for that time already exists; following it."
                 )
+            why = message("reminder.superseded", due_at=due)
             await ledger.skip(
                 conn,
                 existing.id or 0,
                 now=now,
-                reason=f"Superseded by a reminder for {due:%Y-%m-%d %H:%M} UTC.",
+                reason=why.text,
+                reason_key=why.key,
+                reason_params=why.params,
             )
         revision = await ledger.bump_reminder_revision(conn, ticket_id)
         task = await accept(
@@ -115,6 +128,8 @@ async def schedule_reminder(
                 max_attempts=rt.settings.max_attempts,
                 reminder_revision=revision,
                 note=note,
+                idempotency_key=idempotency_key,
+                request_fingerprint=fingerprint,
             ),
         )
     await kick(rt, task)
@@ -177,9 +192,9 @@ async def pending_reminders(
 @dataclass(frozen=True)
 class Firing:
     skipped: bool
-    summary: str
+    summary: Message
     recipients: tuple[int, ...] = ()
-    text: str = ""
+    text: Message | None = None  # the notification
     link: str = ""
 
 
@@ -191,20 +206,18 @@ async def decide(conn: AsyncConnection, task: BackgroundTask) -> Firing:
         )
     ).first()
     if row is None:
-        return Firing(True, "Skipped: the ticket no longer exists.")
+        return Firing(True, message("reminder.skipped.ticket_gone"))
     ticket = Ticket(**row._mapping)
     if ticket.reminder_revision != task.reminder_revision:
-        return Firing(True, "Skipped: the reminder was rescheduled or cancelled.")
+        return Firing(True, message("reminder.skipped.stale"))
     if ticket.status in CLOSED_TICKET:
-        return Firing(
-            True, f"Skipped: the ticket was {ticket.status.lower()} before the reminder was due."
-        )
+        return Firing(True, message("reminder.skipped.closed", status=ticket.status))
     recipients: list[int] = []
     if ticket.assignee_id is not None:
         assignee = await access.membership(conn, ticket.assignee_id, ticket.team_id)
         if assignee is not None and assignee.is_staff:
             recipients = [ticket.assignee_id]
-    who = "the assignee"
+    said = message("reminder.reminded_assignee")
     if not recipients:
         rows = await conn.execute(
             sa.text(
@@ -213,8 +226,11 @@ async def decide(conn: AsyncConnection, task: BackgroundTask) -> Firing:
             {"t": ticket.team_id},
         )
         recipients = [r.user_id for r in rows]
-        who = f"{len(recipients)} team staff (unassigned ticket)"
-    text = f"Reminder: ticket #{ticket.id} “{ticket.title}” is still {ticket.status.lower()}."
-    if task.note:
-        text += f" Note: {task.note}"
-    return Firing(False, f"Reminded {who}.", tuple(recipients), text, f"/tickets/{ticket.id}")
+        said = message("reminder.reminded_staff", count=len(recipients))
+    about = {"ticket": ticket.id, "title": ticket.title, "status": ticket.status}
+    text = (
+        message("reminder.notification_note", **about, note=task.note)
+        if task.note
+        else message("reminder.notification", **about)
+    )
+    return Firing(False, said, tuple(recipients), text, f"/tickets/{ticket.id}")

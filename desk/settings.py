@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     heartbeat_ttl_seconds: int = Field(default=20, ge=2, le=3600)
 
     mutation_rate_per_minute: int = Field(default=120, ge=1)
+    # How long a client's idempotency key names its task (a retry or double click within it gets
+    # the same task, even one that has finished).
+    idempotency_window_seconds: float = Field(default=600.0, ge=10, le=86_400)
 
     # Request bodies are counted while they are read (api/limits.py): page forms at this size,
     # sign-in and GraphQL at their own small fixed sizes, import uploads at IMPORT_MAX_BYTES.

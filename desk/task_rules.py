@@ -32,6 +32,8 @@ class TaskLike(Protocol):
     def run_at(self) -> datetime: ...
     @property
     def result_skipped(self) -> bool: ...
+    @property
+    def lease_until(self) -> datetime | None: ...
 
 
 def can_cancel(task: TaskLike) -> bool:
@@ -58,14 +60,20 @@ def export_downloadable(task: TaskLike, user_id: int, now: datetime) -> bool:
 
 
 def status_label(task: TaskLike, now: datetime) -> str:
-    """What people see: Queued, Scheduled, Retrying, Running, Cancelling, Completed, Skipped,
-    Failed, Cancelled or Expired."""
+    """What people see: Queued, Scheduled, Retrying, Running, Worker lost, Cancelling, Completed,
+    Skipped, Failed, Cancelled or Expired.
+
+    "Worker lost": RUNNING, but its worker stopped renewing the lease (killed, or cut off). The
+    rescuer re-arms it once a worker runs again, so it is not "Running" and not failed either."""
     if task.status == TaskStatus.WAITING:
         if task.attempts > 0:
             return "Retrying"
         return "Scheduled" if task.run_at > now + timedelta(seconds=5) else "Queued"
     if task.status == TaskStatus.RUNNING:
-        return "Cancelling" if task.cancel_requested else "Running"
+        if task.cancel_requested:
+            return "Cancelling"
+        lost = task.lease_until is not None and task.lease_until < now
+        return "Worker lost" if lost else "Running"
     if task.status == TaskStatus.COMPLETED:
         if task.result_skipped:
             return "Skipped"

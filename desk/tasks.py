@@ -8,6 +8,9 @@ effort: if Redis is down the dispatcher sends it later).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,8 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk import access, inputs, ledger, tracing
 from desk.db import retry_transient
 from desk.delivery import send_now
-from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    QuotaExceeded,
+    TaskConflict,
+    ValidationProblem,
+)
 from desk.filters import parse_filter
+from desk.messages import message
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.runtime import Runtime
 from desk.task_rules import can_retry, export_downloadable, status_label
@@ -37,6 +47,41 @@ async def kick(rt: Runtime, task: BackgroundTask) -> None:
 
 def _dispatch_now(rt: Runtime, run_at: datetime) -> bool:
     return run_at <= rt.clock() + timedelta(seconds=rt.settings.dispatch_lookahead_seconds)
+
+
+IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
+
+
+def request_fingerprint(*parts: object) -> str:
+    """What a request asked for, hashed: the same key must come with the same request."""
+    raw = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+async def replay(
+    rt: Runtime, conn: AsyncConnection, owner_id: int, key: str | None, fingerprint: str
+) -> BackgroundTask | None:
+    """The task `key` already made within the window (whatever its state now), or None: go on.
+
+    Holds the key's lock until the caller's transaction ends, so two requests with one key
+    create one task. The same key with another request is IdempotencyKeyReused."""
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.match(key):
+        raise ValidationProblem(
+            "idempotency_key", "8 to 100 letters, digits or _ . : - (a UUID is a good key)"
+        )
+    await ledger.lock_idempotency_key(conn, owner_id, key)
+    found = await ledger.by_idempotency_key(conn, owner_id, key)
+    if found is None:
+        return None
+    window = timedelta(seconds=rt.settings.idempotency_window_seconds)
+    if found.created_at <= rt.clock() - window:
+        await ledger.forget_idempotency_key(conn, found.id or 0, key)
+        return None
+    if found.request_fingerprint != fingerprint:
+        raise IdempotencyKeyReused()
+    return found
 
 
 @tracing.traced("taskdesk.accept")
@@ -62,20 +107,31 @@ async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> Bac
 
 @retry_transient
 async def create_export(
-    rt: Runtime, user_id: int, team_id: int, raw_filters: dict[str, Any] | None
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    raw_filters: dict[str, Any] | None,
+    *,
+    idempotency_key: str | None = None,
 ) -> BackgroundTask:
-    """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own)."""
+    """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own).
+
+    With an `idempotency_key` seen within the window: that request's task, even finished."""
     f = parse_filter(raw_filters)
     now = rt.clock()
     s = rt.settings
+    scope = f"export:{user_id}:{f.fingerprint()}"
+    fingerprint = request_fingerprint(TaskKind.EXPORT, team_id, scope)
     async with rt.engine.begin() as conn:
+        replayed = await replay(rt, conn, user_id, idempotency_key, fingerprint)
+        if replayed is not None:
+            return replayed
         await ledger.lock_team(conn, team_id)
         member = await access.require_member(conn, user_id, team_id)
         if f.assignment == "user":
             assignee = await access.membership(conn, f.assignee_id or 0, team_id)
             if assignee is None or not assignee.is_staff:
                 raise ValidationProblem("assignee_id", "not a staff member of this team")
-        scope = f"export:{user_id}:{f.fingerprint()}"
         existing = await ledger.active_in_scope(conn, TaskKind.EXPORT, team_id, scope)
         if existing is not None:
             raise TaskConflict(existing)
@@ -84,14 +140,15 @@ async def create_export(
         )
         if active >= s.export_max_active_per_user:
             raise QuotaExceeded(
-                now + timedelta(seconds=30),
-                f"You already have {active} exports running; wait for one to finish.",
+                now + timedelta(seconds=30), message("quota.active_exports", active=active)
             )
         if recent >= s.export_max_per_hour and oldest is not None:
             retry_after = oldest + timedelta(hours=1)
             raise QuotaExceeded(
                 retry_after,
-                f"At most {s.export_max_per_hour} exports an hour; try again after {retry_after:%H:%M} UTC.",
+                message(
+                    "quota.exports_per_hour", limit=s.export_max_per_hour, retry_at=retry_after
+                ),
             )
         task = await accept(
             rt,
@@ -105,6 +162,8 @@ async def create_export(
                 max_attempts=s.max_attempts,
                 filters=f.as_dict(),
                 scope_creator_id=None if member.is_staff else user_id,
+                idempotency_key=idempotency_key,
+                request_fingerprint=fingerprint,
             ),
         )
     await kick(rt, task)

@@ -19,6 +19,7 @@ from graphql import GraphQLError, GraphQLSyntaxError
 from psycopg import errors as pgerr
 from sqlalchemy import exc as saexc
 from strawberry.extensions import MaskErrors
+from strawberry.scalars import JSON
 
 from desk import errors
 
@@ -64,6 +65,15 @@ class TaskConflict(Problem):
 @strawberry.type(description="Too many exports for now; try again after `retryAfter`.")
 class QuotaExceeded(Problem):
     retry_after: datetime
+    message_key: str | None = strawberry.field(
+        default=None,
+        description="`message` as a stable key (e.g. quota.active_exports) for translating it.",
+    )
+    message_params: dict[str, Any] = strawberry.field(
+        default_factory=dict,
+        graphql_type=JSON,
+        description="The figures `message` was written with.",
+    )
 
 
 def problem(exc: errors.DeskError, *, now: datetime, user_id: int) -> Problem:
@@ -80,7 +90,13 @@ def problem(exc: errors.DeskError, *, now: datetime, user_id: int) -> Problem:
             message=exc.message, existing_task=Task.from_model(exc.existing, now, user_id)
         )
     if isinstance(exc, errors.QuotaExceeded):
-        return QuotaExceeded(message=exc.message, retry_after=exc.retry_after)
+        said = exc.text
+        return QuotaExceeded(
+            message=exc.message,
+            retry_after=exc.retry_after,
+            message_key=said.key if said else None,
+            message_params=said.params if said else {},
+        )
     if isinstance(exc, errors.NotAllowed):
         return NotAllowed(message=exc.message)
     if isinstance(exc, errors.NotFound):

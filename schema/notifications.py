@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
 from strawberry import ID
+from strawberry.scalars import JSON
 
 from desk import lookups, notifications
 from desk.errors import ValidationProblem
@@ -20,7 +21,11 @@ from schema.types import Edge, PageInfo
 class Notification:
     id: ID
     kind: str
-    text: str
+    text: str = strawberry.field(description="In English; translate by `textKey`.")
+    text_key: str | None = strawberry.field(
+        description="`text` as a stable key (e.g. reminder.notification), with `textParams`."
+    )
+    text_params: dict[str, Any] = strawberry.field(graphql_type=JSON)
     link: str
     read_at: datetime | None
     created_at: datetime
@@ -31,6 +36,8 @@ class Notification:
             id=ID(str(n.id)),
             kind=n.kind,
             text=n.text,
+            text_key=n.text_key,
+            text_params=n.text_params or {},
             link=n.link,
             read_at=n.read_at,
             created_at=n.created_at,

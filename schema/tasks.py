@@ -4,10 +4,11 @@ mutations that start, cancel and retry tasks (exports, reminders). Every rule li
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
 from strawberry import ID, Private
+from strawberry.scalars import JSON
 
 from desk import lookups, reminders, task_rules, tasks
 from desk.errors import NotFound, ValidationProblem
@@ -25,7 +26,8 @@ class Task:
     kind: TaskKind
     status: TaskStatus
     status_label: str = strawberry.field(
-        description="Queued, Scheduled, Running, Cancelling, Retrying, Completed, Skipped, "
+        description="Queued, Scheduled, Running, Worker lost (running, but its worker stopped "
+        "answering: it resumes when a worker is back), Cancelling, Retrying, Completed, Skipped, "
         "Failed, Cancelled or Expired."
     )
     progress: float = strawberry.field(description="0 to 1.")
@@ -38,7 +40,14 @@ class Task:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    result_summary: str | None
+    result_summary: str | None = strawberry.field(
+        description="What the task did or why it was skipped, in English (a stable sentence)."
+    )
+    result_summary_key: str | None = strawberry.field(
+        description="`resultSummary` as a stable key (e.g. export.done) for translating it; "
+        "its figures are in `resultSummaryParams`."
+    )
+    result_summary_params: dict[str, Any] = strawberry.field(graphql_type=JSON)
     expires_at: datetime | None
     download_url: str | None = strawberry.field(
         description="The CSV of a completed export, for its owner only, until `expiresAt`."
@@ -68,6 +77,8 @@ class Task:
             started_at=t.started_at,
             finished_at=t.finished_at,
             result_summary=t.result_summary,
+            result_summary_key=t.summary_key,
+            result_summary_params=t.summary_params or {},
             expires_at=t.expires_at,
             download_url=(
                 f"/tasks/{t.id}/download"
@@ -133,6 +144,26 @@ CancelTaskResult = Annotated[Task | e.NotFound, strawberry.union("CancelTaskResu
 RetryTaskResult = Annotated[
     Task | e.TaskConflict | e.ValidationProblem | e.NotFound, strawberry.union("RetryTaskResult")
 ]
+
+
+KeyArgument = Annotated[
+    str | None,
+    strawberry.argument(
+        description="Makes retries safe: the same key (8 to 100 of A-Z a-z 0-9 _ . : -) within "
+        "a few minutes returns the task it first made, even a finished one; with a different "
+        "request it is a ValidationProblem. The `Idempotency-Key` header works as well."
+    ),
+]
+
+
+def _idempotency_key(ctx: Context, argument: str | None) -> str | None:
+    """The argument or the `Idempotency-Key` header (Stripe's name); both must agree."""
+    header = ctx.request.headers.get("idempotency-key") if ctx.request is not None else None
+    if header and argument and header != argument:
+        raise ValidationProblem(
+            "idempotency_key", "the Idempotency-Key header and the idempotencyKey argument differ"
+        )
+    return argument or header or None
 
 
 def _task_id(value: ID) -> int:
@@ -222,14 +253,19 @@ class TaskQuery:
 class TaskMutation:
     @strawberry.mutation(description="Queue an export of the team's tickets matching `filter`.")
     async def create_export(
-        self, info: strawberry.Info, team_id: ID, filter: TicketFilterInput | None = None
+        self,
+        info: strawberry.Info,
+        team_id: ID,
+        filter: TicketFilterInput | None = None,
+        idempotency_key: KeyArgument = None,
     ) -> CreateExportResult | None:
         async def run(ctx: Context, user_id: int) -> Task:
+            key = _idempotency_key(ctx, idempotency_key)
             team = lookups.parse_id(team_id)
             if team is None:
                 raise NotFound("Team not found.")
             raw = filter.raw() if filter else None
-            row = await tasks.create_export(ctx.rt, user_id, team, raw)
+            row = await tasks.create_export(ctx.rt, user_id, team, raw, idempotency_key=key)
             return Task.from_model(row, ctx.now(), user_id)
 
         allowed = (e.TaskConflict, e.QuotaExceeded, e.ValidationProblem, e.NotFound)
@@ -246,10 +282,17 @@ class TaskMutation:
         at: datetime | None = None,
         in_minutes: int | None = None,
         note: str = "",
+        idempotency_key: KeyArgument = None,
     ) -> ScheduleReminderResult | None:
         async def run(ctx: Context, user_id: int) -> Task:
             row = await reminders.schedule_reminder(
-                ctx.rt, user_id, _ticket_id(ticket_id), at=at, in_minutes=in_minutes, note=note
+                ctx.rt,
+                user_id,
+                _ticket_id(ticket_id),
+                at=at,
+                in_minutes=in_minutes,
+                note=note,
+                idempotency_key=_idempotency_key(ctx, idempotency_key),
             )
             return Task.from_model(row, ctx.now(), user_id)
 

@@ -23,7 +23,7 @@ from api.auth import RuntimeDep
 from api.limits import BodyTooLarge, size_text
 from desk import exports, imports, members, tasks
 from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
-from desk.models import TaskKind, TaskStatus
+from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.runtime import Runtime
 from ui import task_lists
 from ui.render import is_htmx, render
@@ -85,6 +85,7 @@ async def _page(
         "team_name": next((t.team_name for t in full.teams if t.team_id == team_id), ""),
         "limit": _size_text(rt.settings.import_max_bytes),
         "columns": ", ".join(exports.COLUMNS),  # what an export writes is what an import reads
+        "busy": await _active_import(rt, v.user_id, team_id),
         **extra,
     }
     return render(request, "imports.html", context, status=status)
@@ -116,9 +117,10 @@ async def imports_page(
     return render(request, "imports.html", {"v": v, "listing": listing}, block="import_list")
 
 
-async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
-    """(file name, contents, mode) of the form, reading at most `limit` + 1 bytes of the file.
-    A body over the import limit stops being read at the limit (api.limits): "too big"."""
+async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str, str | None]:
+    """(file name, contents, mode, idempotency key) of the form, reading at most `limit` + 1
+    bytes of the file. A body over the import limit stops being read at the limit (api.limits):
+    "too big"."""
     try:
         form = await request.form(max_files=1, max_fields=8)
     except BodyTooLarge:
@@ -132,12 +134,13 @@ async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str]:
         data = await upload.read(limit + 1)
         if len(data) > limit:
             raise BadUpload("too_big", 413)
-        return upload.filename or "upload.csv", data, str(form.get("mode") or "")
+        key = str(form.get("idempotency_key") or "") or None
+        return upload.filename or "upload.csv", data, str(form.get("mode") or ""), key
     finally:
         await form.close()
 
 
-async def _active_import(rt: Runtime, user_id: int, team_id: int) -> int | None:
+async def _active_import(rt: Runtime, user_id: int, team_id: int) -> BackgroundTask | None:
     """The team's queued or running import, if any: follow it instead of storing another file.
     (Only a shortcut: `start_import`'s conflict is what guarantees one per team.)"""
     for status in (TaskStatus.RUNNING, TaskStatus.WAITING):
@@ -145,21 +148,27 @@ async def _active_import(rt: Runtime, user_id: int, team_id: int) -> int | None:
             rt, user_id, team_id, kind=TaskKind.IMPORT, status=status, first=1
         )
         if page.items:
-            return page.items[0].id
+            return page.items[0]
     return None
 
 
 async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tuple[str, int]:
-    """("queued" | "attached", task id); raises BadUpload or the desk's ValidationProblem."""
-    filename, data, mode = await _read_upload(request, rt.settings.import_max_bytes)
+    """("queued" | "attached" | "replayed", task id); raises BadUpload or the desk's
+    ValidationProblem."""
+    filename, data, mode, key = await _read_upload(request, rt.settings.import_max_bytes)
     imports.sniff(data, rt.settings.import_max_bytes)  # a bad file says so, running import or not
     existing = await _active_import(rt, v.user_id, team_id)
     if existing is not None:
-        return "attached", existing
+        return "attached", existing.id or 0
+    asked_at = rt.clock()
     try:
-        task = await imports.submit_import(rt, v.user_id, team_id, filename, data, mode)
+        task = await imports.submit_import(
+            rt, v.user_id, team_id, filename, data, mode, idempotency_key=key
+        )
     except TaskConflict as conflict:  # started meanwhile (a double click, another tab)
         return "attached", conflict.existing.id
+    if task.status != TaskStatus.WAITING or task.created_at < asked_at:
+        return "replayed", task.id or 0  # this very form was sent before (a resend)
     return "queued", task.id or 0
 
 
@@ -178,20 +187,42 @@ async def start_import(
     status, extra = 202, {}
     try:
         outcome, task_id = await _start(rt, v, team, request)
-        status = 202 if outcome == "queued" else 409
+        status = {"queued": 202, "replayed": 200}.get(outcome, 409)
         extra = {"outcome": outcome, "task_id": task_id}
     except BadUpload as bad:
         status, extra = bad.status, {"outcome": bad.outcome}
     except ValidationProblem as problem:
         status, extra = problem.http_status, {"outcome": "problem", "problem": problem}
     if not is_htmx(request):
-        if status in (202, 409):
+        if status in (200, 202, 409):
             return redirect(request, "/imports")
         return await _page(request, rt, v, team, status=status, **extra)
+    started = status in (200, 202, 409)
     context = {
         "v": v,
-        "refreshed": await _listing(rt, v, team) if status in (202, 409) else None,
+        "refreshed": await _listing(rt, v, team) if started else None,
         "limit": _size_text(rt.settings.import_max_bytes),
+        # The form's controls wait for the import just started (swapped in out of band).
+        "busy": await _active_import(rt, v.user_id, team) if started else None,
+        "team_id": team,
+        "oob": True,
         **extra,
     }
     return render(request, "imports.html", context, block="import_result", status=status)
+
+
+@router.get("/imports/controls")
+async def import_controls(
+    request: Request, rt: RuntimeDep, v: FragmentViewer, team_id: TeamId = None
+) -> Response:
+    """The form's controls: disabled with "Import #7 is running (42 %)" while one is active."""
+    team = team_id or v.team_id
+    if team is None or not await _is_admin(rt, v, team):
+        return await _as_missing(request)
+    context = {
+        "v": v,
+        "team_id": team,
+        "busy": await _active_import(rt, v.user_id, team),
+        "limit": _size_text(rt.settings.import_max_bytes),
+    }
+    return render(request, "imports.html", context, block="import_controls")

@@ -96,9 +96,12 @@ async def schedule(request: Request, ticket_id: int, rt: RuntimeDep, v: PageView
     form = await request.form()
     preset, custom = str(form.get("preset") or ""), str(form.get("at") or "")
     text = str(form.get("note") or "")
+    key = str(form.get("idempotency_key") or "") or None  # the rendered form's: one request
     try:
         when = due_time(preset, custom, v, rt.clock())
-        await reminders.schedule_reminder(rt, v.user_id, ticket_id, note=text, **when)
+        await reminders.schedule_reminder(
+            rt, v.user_id, ticket_id, note=text, idempotency_key=key, **when
+        )
     except TaskConflict:
         return await _answer(request, rt, v, ticket_id, status=409, note="same")
     except ValidationProblem as problem:

@@ -7,9 +7,10 @@ only the block the route asks for, with `Vary: HX-Request` so caches keep the tw
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from ui import i18n
+from ui import i18n, texts
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -60,6 +61,10 @@ def environment(locale: str) -> Environment:
     env.filters["local"] = _local
     env.filters["label"] = _enum_label
     env.filters["tojson_attr"] = lambda v: json.dumps(v, separators=(",", ":"))
+    env.filters["n"] = partial(texts.number, locale)
+    env.globals["say"] = partial(texts.say, catalog, locale)
+    env.globals["describe_export"] = partial(texts.describe_export, catalog, locale)
+    env.globals["new_key"] = lambda: uuid.uuid4().hex
     env.globals["html_lang"] = i18n.HTML_LANG.get(locale, "en")
     env.globals["locale"] = locale
     return env

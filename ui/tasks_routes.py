@@ -18,6 +18,7 @@ from api.auth import RuntimeDep
 from api.errors import retry_after_headers
 from desk import tasks
 from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
+from desk.models import TaskStatus
 from ui import task_lists
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
@@ -27,6 +28,7 @@ from ui.viewer import FragmentViewer, PageViewer, Viewer, load_teams
 
 router = APIRouter(route_class=UiRoute)
 
+NOT_FILTERS = ("csrf_token", "idempotency_key")
 Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
 
 
@@ -110,25 +112,30 @@ async def export(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
 
     The answer is a message for the button's status area plus the refreshed task list (out of
     band), so the Queued row appears without a reload. An identical active export is followed
-    instead of started twice (409, the desk's conflict).
+    instead of started twice (409, the desk's conflict). The form's idempotency key makes a
+    double click or a resent request the same export, even when the first one has finished.
     """
     team_id = v.require_team()
     form = await request.form()
-    raw = filter_input({k: form.getlist(k) for k in form if k != "csrf_token"})
-    status, message, task_id = 202, "queued", None
+    raw = filter_input({k: form.getlist(k) for k in form if k not in NOT_FILTERS})
+    key = str(form.get("idempotency_key") or "") or None
+    status, message, task_id, said = 202, "queued", None, None
     headers: dict[str, str] = {}
+    asked_at = rt.clock()
     try:
-        task = await tasks.create_export(rt, v.user_id, team_id, raw)
+        task = await tasks.create_export(rt, v.user_id, team_id, raw, idempotency_key=key)
         task_id = task.id
+        if task.status != TaskStatus.WAITING or task.created_at < asked_at:
+            status, message = 200, "replayed"  # made by an earlier send of this very form
     except TaskConflict as conflict:
         status, message, task_id = 409, "attached", conflict.existing.id
     except QuotaExceeded as exc:
-        status, message = 429, exc.message
+        status, message, said = 429, exc.message, exc.text
         headers = retry_after_headers(request, exc)  # when to try again, as the JSON routes say
     except ValidationProblem as exc:
         status, message = 422, exc.message
     listing = await task_lists.task_list(rt, v.user_id, team_id, limit=task_lists.PANEL_SIZE)
-    context = {"v": v, "listing": listing, "message": message, "task_id": task_id}
+    context = {"v": v, "listing": listing, "message": message, "task_id": task_id, "said": said}
     if not is_htmx(request):
         return redirect(request, "/tasks")
     return render(

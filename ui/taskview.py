@@ -28,6 +28,7 @@ TONE = {
     "Scheduled": "wait",
     "Retrying": "warn",
     "Running": "run",
+    "Worker lost": "warn",
     "Cancelling": "warn",
     "Completed": "ok",
     "Skipped": "muted",
@@ -96,13 +97,21 @@ def describe_export(raw: dict[str, object]) -> str:
         return "Tickets (filters no longer valid)"
 
 
+# An ETA from the first moments extrapolates start-up costs (parsing, counting) over the whole
+# job: an import once said 26 min for 100 s of work. Wait until the rate means something.
+ETA_MIN_FRACTION = 0.05
+ETA_MIN_SECONDS = 5.0
+
+
 def _eta(task: BackgroundTask, now: datetime) -> int | None:
-    """Seconds left at the rate so far; only while running with some rows done."""
+    """Seconds left at the rate so far; only while running, ≥ 5 % done and ≥ 5 s in."""
     if task.status != TaskStatus.RUNNING or not task.progress_total or not task.started_at:
         return None
     done = task.progress_current
     elapsed = (now - task.started_at).total_seconds()
-    if done <= 0 or elapsed <= 0 or done >= task.progress_total:
+    if done >= task.progress_total or elapsed < ETA_MIN_SECONDS:
+        return None
+    if done < ETA_MIN_FRACTION * task.progress_total:
         return None
     return max(1, round((task.progress_total - done) * elapsed / done))
 

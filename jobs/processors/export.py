@@ -114,13 +114,16 @@ async def process(ex: Execution) -> None:
     ex.raise_if_stopped()
     rt = ex.rt
     now = rt.clock()
+    said = exports.summary(rows)
     async with rt.engine.begin() as conn:
         done = await ledger.finish(
             conn,
             ex.task_id,
             ex.execution_id,
             now=now,
-            summary=exports.summary(rows),
+            summary=said.text,
+            summary_key=said.key,
+            summary_params=said.params,
             expires_at=now + timedelta(hours=rt.settings.export_retention_hours),
             result_bytes=size,
             current=rows,

@@ -76,9 +76,11 @@ async def process(ex: Execution) -> None:
     if batch:
         counts = await _commit(ex, batch, index, total, counts, people)
     total = max(total, index)
+    said = counts.summary()
     async with ex.rt.engine.begin() as conn:
         finished = await ledger.finish(
-            conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary=counts.summary(),
+            conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary=said.text,
+            summary_key=said.key, summary_params=said.params,
             current=total, message=f"{total:,} / {total:,} rows", stats=counts.as_dict(),
         )  # fmt: skip
         if finished is None:

@@ -28,7 +28,12 @@ async def process(ex: Execution) -> None:
     async with ex.rt.engine.begin() as conn:
         if (
             await ledger.finish(
-                conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary="Done."
+                conn,
+                ex.task_id,
+                ex.execution_id,
+                now=ex.rt.clock(),
+                summary="Done.",
+                summary_key="noop.done",
             )
             is None
         ):

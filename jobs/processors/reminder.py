@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from desk import access, ledger, notifications, reminders
+from desk.messages import message
 from jobs.execution import Execution
 from jobs.outcomes import LostFence
 
@@ -12,9 +13,7 @@ async def process(ex: Execution) -> None:
     async with rt.engine.begin() as conn:
         owner = await access.membership(conn, task.owner_id, task.team_id)
         if owner is None or not owner.is_staff:
-            firing = reminders.Firing(
-                True, "Skipped: the person who set it is no longer on the team's staff."
-            )
+            firing = reminders.Firing(True, message("reminder.skipped.owner_left"))
         else:
             firing = await reminders.decide(conn, task)
         done = await ledger.finish(
@@ -22,7 +21,9 @@ async def process(ex: Execution) -> None:
             ex.task_id,
             ex.execution_id,
             now=rt.clock(),
-            summary=firing.summary,
+            summary=firing.summary.text,
+            summary_key=firing.summary.key,
+            summary_params=firing.summary.params,
             skipped=firing.skipped,
         )
         if done is None:

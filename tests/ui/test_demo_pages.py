@@ -101,4 +101,6 @@ async def test_demo_workspace_tasks_and_ticket(rt, settings, tmp_path) -> None:
             await page.set_viewport_size({"width": 390, "height": 844})
             await page.reload()
             await expect(page.locator("#health")).to_contain_text("工作进程", timeout=SLOW)
+            # Chen's reminder for tomorrow is active: the phone's chip points at the panel.
+            await expect(page.get_by_test_id("task-chip")).to_contain_text("1 个进行中的任务")
             await _shot(page, tmp_path, "workspace-zh-phone", full_page=False)
