@@ -86,7 +86,8 @@ class ReadPool:
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
         # A connection broken since its last use (a database restart) fails once and is
-        # discarded by the pool; the second try gets a fresh one.
+        # discarded by the pool. Its idle siblings are broken too: check them all (only after
+        # such a failure, so hot reads never pay a ping), then the second try gets a good one.
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as conn:
@@ -96,6 +97,7 @@ class ReadPool:
             except psycopg.OperationalError:
                 if attempt == 2:
                     raise
+                await self._pool.check()
         raise AssertionError("unreachable")
 
     async def visible_task(self, user_id: int, task_id: int) -> TaskView | None:

@@ -12,10 +12,12 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.db import retrying
 from desk.runtime import Runtime
 
 SESSION_MAX_AGE = 14 * 24 * 3600
@@ -66,16 +68,22 @@ async def lookup(rt: Runtime, secret: str) -> Session | None:
     """The live session behind a cookie's secret, or None (unknown, revoked or expired)."""
     if not secret or len(secret) > 128:
         return None
-    async with rt.engine.connect() as conn:
-        row = (
-            await conn.execute(
+
+    async def read() -> Any:
+        async with rt.engine.connect() as conn:
+            result = await conn.execute(
                 sa.text(
                     "SELECT user_id, csrf FROM web_session "
                     "WHERE id = :id AND revoked_at IS NULL AND expires_at > :now"
                 ),
                 {"id": _digest(secret), "now": rt.clock()},
             )
-        ).first()
+            return result.first()
+
+    # Every request starts here: after a database restart the first read meets a pooled
+    # connection the server closed (the pool is then renewed); one more try spares that request
+    # a 503 without a pre-ping round trip on every checkout.
+    row = await retrying(read, attempts=2)
     return Session(int(row.user_id), str(row.csrf)) if row else None
 
 
