@@ -186,11 +186,15 @@ def generate_latest() -> bytes:
     return _generate(REGISTRY)
 
 
-async def _active(rt: Any, now: datetime) -> list[Any]:
+async def _active(rt: Any, now: datetime) -> tuple[list[Any], set[str]]:
+    """Active rows by kind and status, and the paused lanes (a table of one row per lane)."""
     import sqlalchemy as sa
 
+    from desk import lanes  # not at import time: desk.errors imports this module
+
     async with rt.engine.connect() as conn:
-        return list(await conn.execute(sa.text(ACTIVE_SQL), {"now": now}))
+        rows = list(await conn.execute(sa.text(ACTIVE_SQL), {"now": now}))
+        return rows, await lanes.paused_lanes(conn)
 
 
 async def _redis_view(rt: Any) -> tuple[int, int] | None:
@@ -213,8 +217,9 @@ async def scrape(rt: Any) -> bytes:
     One SQL statement over active rows only (its cost follows the work in flight, not the
     ledger's size), run while Redis is asked for the workers and the queue depth."""
     now = rt.clock()
-    rows, seen = await asyncio.gather(_active(rt, now), _redis_view(rt))
+    (rows, paused), seen = await asyncio.gather(_active(rt, now), _redis_view(rt))
     registry = CollectorRegistry()
+    _lane_gauges(registry, rt.settings, rows, paused)
     active = Gauge(
         "taskdesk_tasks_active", "WAITING and RUNNING tasks", ["kind", "status"], registry=registry
     )
@@ -237,12 +242,45 @@ async def scrape(rt: Any) -> bytes:
     return generate_latest() + _generate(registry)
 
 
+def _lane_gauges(
+    registry: CollectorRegistry, settings: Any, rows: list[Any], paused: set[str]
+) -> None:
+    """Per lane: active tasks by status, whether an operator paused it, a worker's slots in it."""
+    from desk import lanes
+
+    by_lane = Gauge(
+        "taskdesk_lane_tasks_active",
+        "WAITING and RUNNING tasks by lane",
+        ["lane", "status"],
+        registry=registry,
+    )
+    is_paused = Gauge(
+        "taskdesk_lane_paused",
+        "1 while an operator has paused the lane",
+        ["lane"],
+        registry=registry,
+    )
+    slots = Gauge(
+        "taskdesk_lane_slots_per_worker",
+        "Tasks of the lane one worker runs at once",
+        ["lane"],
+        registry=registry,
+    )
+    for name in lanes.LANES:
+        is_paused.labels(name).set(1 if name in paused else 0)
+        slots.labels(name).set(lanes.slots(settings, name))
+        for status in ("WAITING", "RUNNING"):
+            by_lane.labels(name, status).set(0)
+    for r in rows:
+        by_lane.labels(lanes.lane_of(r.kind), r.status).inc(r.n)
+
+
 async def start_worker(settings: Any, worker_id: str, running: Callable[[], int]) -> Any:
     """A worker's telemetry: its id on every log line, its gauges, and (when
     WORKER_METRICS_PORT is set) an HTTP server answering GET /metrics. Returns the server."""
     logs.bind_process(worker_id=worker_id)
     WORKER_BUSY.labels(worker_id).set_function(running)
-    WORKER_SLOTS.labels(worker_id).set(settings.worker_max_jobs)
+    WORKER_SLOTS.labels(worker_id).set(settings.worker_max_jobs + settings.worker_long_slots)
     if not settings.worker_metrics_port:
         return None
     port = settings.worker_metrics_port

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from desk import tasks, tickets
+from desk import lanes, tasks, tickets
 from desk.errors import NotFound
-from desk.models import BackgroundTask, TaskKind
+from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.runtime import Runtime
 from ui import taskview
 from ui.taskview import TaskView
@@ -37,11 +37,26 @@ async def ticket_titles(rt: Runtime, user_id: int, items: list[BackgroundTask]) 
     return titles
 
 
+async def paused_lanes(rt: Runtime, items: list[BackgroundTask]) -> frozenset[str]:
+    """Lanes an operator paused, read only when a row waits (the rows then say so)."""
+    if not any(t.status == TaskStatus.WAITING for t in items):
+        return frozenset()
+    async with rt.engine.connect() as conn:
+        return frozenset(await lanes.paused_lanes(conn))
+
+
 async def views(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> list[TaskView]:
     titles = await ticket_titles(rt, user_id, items)
+    paused = await paused_lanes(rt, items)
     now = rt.clock()
     return [
-        taskview.build(t, viewer_id=user_id, now=now, ticket_title=titles.get(t.ticket_id or 0))
+        taskview.build(
+            t,
+            viewer_id=user_id,
+            now=now,
+            ticket_title=titles.get(t.ticket_id or 0),
+            paused_lanes=paused,
+        )
         for t in items
     ]
 
@@ -55,6 +70,7 @@ async def row(rt: Runtime, user_id: int, task_id: int, since: float | None) -> T
         now=rt.clock(),
         since=since,
         ticket_title=titles.get(task.ticket_id or 0),
+        paused_lanes=await paused_lanes(rt, [task]),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from desk import filters, task_rules
+from desk import filters, lanes, task_rules
 from desk.errors import ValidationProblem
 from desk.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
 from ui import polling
@@ -76,6 +76,7 @@ class TaskView:
     mode: str | None = None  # an import's mode: "create" or "upsert"
     counts: ImportCounts | None = None  # an import's created/updated/unchanged/rejected so far
     can_report: bool = False  # a finished import with rejected rows: offer the report
+    paused: bool = False  # WAITING in a lane an operator paused: accepted, not sent until resumed
 
     @property
     def id(self) -> int:
@@ -123,6 +124,7 @@ def build(
     now: datetime,
     since: float | None = None,
     ticket_title: str | None = None,
+    paused_lanes: frozenset[str] = frozenset(),
 ) -> TaskView:
     """A row watched since `since` (None: from now on)."""
     watch_from = now.timestamp() if since is None else min(since, now.timestamp())
@@ -160,4 +162,5 @@ def build(
         counts=counts,
         # desk lets whoever sees an import read its report (`desk.imports.open_report`).
         can_report=not active and counts is not None and counts.rejected > 0,
+        paused=task.status == TaskStatus.WAITING and lanes.lane_of(task.kind) in paused_lanes,
     )

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import ledger, tasks, telemetry
+from desk import lanes, ledger, tasks, telemetry
 from jobs import dispatcher, rescuer
 from jobs.execution import Execution, execute
 from jobs.processors import noop
@@ -158,3 +158,18 @@ async def test_resends_rescues_and_cancels_are_counted(rt, world, clock):
     assert delta("taskdesk_tasks_rescued_total", kind="NOOP") == 1
     assert delta("taskdesk_tasks_cancelled_total", kind="NOOP") == 1
     assert delta("taskdesk_tasks_accepted_total", kind="NOOP") == 2
+
+
+async def test_lanes_show_their_active_tasks_pause_and_slots(api, rt, world):
+    await tasks.submit_noop(rt, world.staff, world.team)
+    await tasks.create_export(rt, world.staff, world.team, {"status": ["OPEN"]})
+    await lanes.pause(rt, lanes.LONG, None)
+    types, samples = await scrape(api)
+    assert types["taskdesk_lane_paused"] == "gauge"
+    assert value(samples, "taskdesk_lane_paused", lane="long") == 1
+    assert value(samples, "taskdesk_lane_paused", lane="short") == 0
+    assert value(samples, "taskdesk_lane_tasks_active", lane="short", status="WAITING") == 1
+    assert value(samples, "taskdesk_lane_tasks_active", lane="long", status="WAITING") == 1
+    assert value(samples, "taskdesk_lane_tasks_active", lane="long", status="RUNNING") == 0
+    slots = rt.settings.worker_long_slots
+    assert value(samples, "taskdesk_lane_slots_per_worker", lane="long") == slots

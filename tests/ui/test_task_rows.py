@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from desk import tasks
+from desk import lanes, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import polling
@@ -150,3 +150,18 @@ async def test_bad_since_is_a_clear_400(page_as, world, rt, since) -> None:
     task = await tasks.create_export(rt, world.staff, world.team, {})
     r = await (await page_as(world.staff)).get(f"/tasks/{task.id}?since={since}")
     assert r.status_code == 400 and "since" in r.text
+
+
+async def test_a_waiting_row_in_a_paused_lane_says_an_operator_paused_it(
+    page_as, world, rt
+) -> None:
+    task = await tasks.create_export(rt, world.staff, world.team, {"status": ["OPEN"]})
+    page = await page_as(world.staff)
+    assert 'data-testid="lane-paused"' not in (await page.hx_get(f"/tasks/{task.id}")).text
+    await lanes.pause(rt, lanes.lane_of("EXPORT"), None)
+    row = (await page.hx_get(f"/tasks/{task.id}")).text
+    assert "Paused by an operator" in row and delay_of(row) is not None  # still followed
+    listed = (await page.get("/tasks")).text
+    assert listed.count('data-testid="lane-paused"') == 1
+    await lanes.resume(rt, lanes.lane_of("EXPORT"))
+    assert "Paused by an operator" not in (await page.hx_get(f"/tasks/{task.id}")).text
