@@ -54,7 +54,10 @@ async def test_worker_serves_its_metrics_and_writes_json_lines(rt, world, settin
     assert value(samples, "taskdesk_task_start_latency_seconds_count", kind="NOOP") >= 1
     assert value(samples, "taskdesk_task_run_seconds_count", kind="NOOP", outcome="completed") >= 1
     (slots,) = label_sets(samples, "taskdesk_worker_slots")
-    assert value(samples, "taskdesk_worker_slots", **slots) == settings.worker_max_jobs
+    assert (
+        value(samples, "taskdesk_worker_slots", **slots)
+        == settings.worker_max_jobs + settings.worker_long_slots
+    )
 
     records = [json.loads(line) for line in log_text.splitlines() if line.strip()]
     mine = [r for r in records if r.get("task_id") == task.id]
