@@ -45,6 +45,32 @@ async def insert_many(
     return len(user_ids)
 
 
+async def insert_rows(
+    conn: AsyncConnection, rows: list[tuple[int, int, int, str, str, str]]
+) -> int:
+    """(user, team, task, kind, text, link) rows in one statement, inside the caller's
+    transaction (a batch of reminders completes and notifies together)."""
+    if not rows:
+        return 0
+    cols = list(zip(*rows, strict=True))
+    await conn.execute(
+        sa.text(
+            "INSERT INTO notification (user_id, team_id, task_id, kind, text, link) "
+            "SELECT * FROM unnest(CAST(:u AS int[]), CAST(:team AS int[]), CAST(:task AS int[]), "
+            " CAST(:kind AS text[]), CAST(:text AS text[]), CAST(:link AS text[]))"
+        ),
+        {
+            "u": list(cols[0]),
+            "team": list(cols[1]),
+            "task": list(cols[2]),
+            "kind": list(cols[3]),
+            "text": list(cols[4]),
+            "link": list(cols[5]),
+        },
+    )
+    return len(rows)
+
+
 @dataclass
 class NotificationPage:
     items: list[Notification]

@@ -8,7 +8,6 @@ in between. One active reminder per ticket is a database fact (scope `ticket:{id
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -172,49 +171,3 @@ async def pending_reminders(
         )
         found = [BackgroundTask(**r._mapping) for r in rows]
     return {task.ticket_id: task for task in found if task.ticket_id is not None}
-
-
-@dataclass(frozen=True)
-class Firing:
-    skipped: bool
-    summary: str
-    recipients: tuple[int, ...] = ()
-    text: str = ""
-    link: str = ""
-
-
-async def decide(conn: AsyncConnection, task: BackgroundTask) -> Firing:
-    """At fire time: skip (and say why) or name who gets the notification."""
-    row = (
-        await conn.execute(
-            sa.text("SELECT * FROM ticket WHERE id = :id FOR SHARE"), {"id": task.ticket_id}
-        )
-    ).first()
-    if row is None:
-        return Firing(True, "Skipped: the ticket no longer exists.")
-    ticket = Ticket(**row._mapping)
-    if ticket.reminder_revision != task.reminder_revision:
-        return Firing(True, "Skipped: the reminder was rescheduled or cancelled.")
-    if ticket.status in CLOSED_TICKET:
-        return Firing(
-            True, f"Skipped: the ticket was {ticket.status.lower()} before the reminder was due."
-        )
-    recipients: list[int] = []
-    if ticket.assignee_id is not None:
-        assignee = await access.membership(conn, ticket.assignee_id, ticket.team_id)
-        if assignee is not None and assignee.is_staff:
-            recipients = [ticket.assignee_id]
-    who = "the assignee"
-    if not recipients:
-        rows = await conn.execute(
-            sa.text(
-                "SELECT user_id FROM membership WHERE team_id = :t AND role IN ('ADMIN', 'STAFF') ORDER BY user_id"
-            ),
-            {"t": ticket.team_id},
-        )
-        recipients = [r.user_id for r in rows]
-        who = f"{len(recipients)} team staff (unassigned ticket)"
-    text = f"Reminder: ticket #{ticket.id} “{ticket.title}” is still {ticket.status.lower()}."
-    if task.note:
-        text += f" Note: {task.note}"
-    return Firing(False, f"Reminded {who}.", tuple(recipients), text, f"/tickets/{ticket.id}")
