@@ -44,7 +44,7 @@ async def _mixed(rt, world, clock):
 async def test_one_claim_takes_every_due_reminder_and_fires_them_once(rt, world, clock):
     fire, staff, resolved, stale = await _mixed(rt, world, clock)
     claimed = await claim_batch(rt, staff.id, staff.run, limit=100)
-    assert [t.id for t, _ in claimed][0] == staff.id, "the delivered task comes first"
+    assert claimed[0][0].id == staff.id, "the delivered task comes first"
     assert {t.id for t, _ in claimed} == {fire.id, staff.id, resolved.id, stale.id}
     assert len({eid for _, eid in claimed}) == 4, "each row has an execution id of its own"
     assert await claim_batch(rt, fire.id, fire.run, limit=100) == [], "redelivery is stale"
