@@ -325,7 +325,8 @@ async def claim_reminders(
     """`claim` for a short-lane message, in one statement: when the delivered task is a REMINDER,
     every other reminder due by `now` (up to `limit`, rows others hold are skipped) is taken with
     it, so a burst fires in a few batches instead of one job each. Each row is fenced as by
-    `claim`: its own execution id (`{execution_id}.{id}`), attempts+1, the lease. A paused
+    `claim`: its own execution id (the delivered one `execution_id`, the others
+    `{execution_id}.{id}`), attempts+1, the lease. A paused
     short lane lends none of its rows to a message sent before the pause."""
     rows = await conn.execute(
         sa.text(
@@ -336,7 +337,8 @@ async def claim_reminders(
             "  AND EXISTS (SELECT 1 FROM first WHERE kind = 'REMINDER') "
             "  AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = :lane AND paused) "
             "  ORDER BY run_at LIMIT :lim FOR UPDATE SKIP LOCKED) "
-            "UPDATE background_task b SET status = 'RUNNING', execution_id = :eid || '.' || b.id, "
+            "UPDATE background_task b SET status = 'RUNNING', "
+            " execution_id = CASE WHEN b.id = :id THEN :eid ELSE :eid || '.' || b.id END, "
             " attempts = b.attempts + 1, lease_until = :lease, started_at = :now, updated_at = :now "
             "FROM (SELECT id FROM first UNION ALL SELECT id FROM more) t "
             "WHERE b.id = t.id AND b.status = 'WAITING' RETURNING b.*"
