@@ -49,7 +49,7 @@ from jobs.processors import registry, reminder
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # per shutdown step after the grace period
-REMINDER_BATCH = 100  # reminders due together fired by one claim and one transaction
+REMINDER_BATCH = 500  # reminders due together fired by one claim and one transaction
 
 
 class Lane:
