@@ -345,6 +345,92 @@ async def claim(
     return telemetry.claimed(task)
 
 
+async def claim_reminders(
+    conn: AsyncConnection,
+    task_id: int,
+    run: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> list[BackgroundTask]:
+    """`claim` for a short-lane message, in one statement: when the delivered task is a REMINDER,
+    every other reminder due by `now` (up to `limit`, rows others hold are skipped) is taken with
+    it, so a burst fires in a few batches instead of one job each. Each row is fenced as by
+    `claim`: its own execution id (the delivered one `execution_id`, the others
+    `{execution_id}.{id}`), attempts+1, the lease. A paused
+    short lane lends none of its rows to a message sent before the pause."""
+    rows = await conn.execute(
+        sa.text(
+            "WITH first AS (SELECT id, kind FROM background_task WHERE id = :id AND run = :run "
+            "  AND status = 'WAITING' AND NOT cancel_requested FOR UPDATE), "
+            "more AS (SELECT id FROM background_task WHERE status = 'WAITING' AND kind = 'REMINDER' "
+            "  AND run_at <= :now AND NOT cancel_requested AND id <> :id "
+            "  AND EXISTS (SELECT 1 FROM first WHERE kind = 'REMINDER') "
+            "  AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = :lane AND paused) "
+            "  ORDER BY run_at LIMIT :lim FOR UPDATE SKIP LOCKED) "
+            "UPDATE background_task b SET status = 'RUNNING', "
+            " execution_id = CASE WHEN b.id = :id THEN :eid ELSE :eid || '.' || b.id END, "
+            " attempts = b.attempts + 1, lease_until = :lease, started_at = :now, updated_at = :now "
+            "FROM (SELECT id FROM first UNION ALL SELECT id FROM more) t "
+            "WHERE b.id = t.id AND b.status = 'WAITING' RETURNING b.*"
+        ),
+        {
+            "id": task_id,
+            "run": run,
+            "eid": execution_id,
+            "now": now,
+            "lease": now + lease,
+            "lim": max(0, limit - 1),
+            "lane": lane_of("REMINDER"),
+        },
+    )
+    return [telemetry.claimed(_task(r)) for r in rows]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One row of `finish_many`: the execution that may commit it and its result."""
+
+    task_id: int
+    execution_id: str
+    summary: str
+    skipped: bool
+    summary_key: str | None = None  # the summary as a message key and its parameters
+    summary_params: dict[str, Any] | None = None
+
+
+@tracing.traced("taskdesk.finish")
+async def finish_many(
+    conn: AsyncConnection, endings: list[Ending], *, now: datetime
+) -> list[BackgroundTask]:
+    """`finish` for many rows in one statement; only rows whose fence still holds are returned
+    (the caller writes side effects for those alone, in the same transaction)."""
+    rows = await conn.execute(
+        sa.text(
+            "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
+            " result_summary = u.summary, result_skipped = u.skipped, finished_at = :now, "
+            " summary_key = u.skey, summary_params = CAST(u.sparams AS jsonb), "
+            " lease_until = NULL, updated_at = :now "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:eids AS text[]), CAST(:sums AS text[]), "
+            " CAST(:skips AS boolean[]), CAST(:skeys AS text[]), CAST(:sparams AS text[])) "
+            " AS u(id, eid, summary, skipped, skey, sparams) "
+            "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' RETURNING b.*"
+        ),
+        {
+            "ids": [e.task_id for e in endings],
+            "eids": [e.execution_id for e in endings],
+            "sums": [e.summary for e in endings],
+            "skips": [e.skipped for e in endings],
+            "skeys": [e.summary_key for e in endings],
+            "sparams": [json.dumps(e.summary_params or {}) for e in endings],
+            "now": now,
+        },
+    )
+    return [telemetry.ended(_task(r)) for r in rows]
+
+
 @dataclass(frozen=True)
 class Pulse:
     alive: bool  # False: this execution lost its right to write

@@ -35,6 +35,7 @@ TEMPLATES: dict[str, Template] = {
         "Skipped: the person who set it is no longer on the team's staff."
     ),
     "reminder.skipped.ticket_gone": "Skipped: the ticket no longer exists.",
+    "reminder.skipped.task_gone": "Skipped: the task no longer exists.",
     "reminder.skipped.stale": "Skipped: the reminder was rescheduled or cancelled.",
     "reminder.skipped.closed": ("Skipped: the ticket was %(status)s before the reminder was due."),
     "reminder.superseded": "Superseded by a reminder for %(due_at)s.",

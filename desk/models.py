@@ -177,6 +177,8 @@ class ApiToken(SQLModel, table=True):
 class BackgroundTask(SQLModel, table=True):
     """The ledger: one row per unit of background work; the only truth about its state."""
 
+    # Storage: `fillfactor = 50` (migration 0009, which Alembic does not compare) keeps room on
+    # each page, so a send (only `dispatched_at`/`sends` change) is an in-place HOT update.
     __tablename__ = "background_task"
     __table_args__ = (
         _check_in("kind", TaskKind),

@@ -53,6 +53,40 @@ async def insert_many(
     return len(user_ids)
 
 
+async def insert_rows(
+    conn: AsyncConnection, rows: list[tuple[int, int, int, str, Message, str]]
+) -> int:
+    """(user, team, task, kind, text, link) rows in one statement, inside the caller's
+    transaction (a batch of reminders completes and notifies together). Each text is stored as
+    its English plus its key and parameters (for the pages)."""
+    if not rows:
+        return 0
+    cols = list(zip(*rows, strict=True))
+    texts: list[Message] = list(cols[4])
+    await conn.execute(
+        sa.text(
+            "INSERT INTO notification (user_id, team_id, task_id, kind, text, text_key, "
+            " text_params, link) "
+            "SELECT u, team, task, kind, text, tkey, CAST(tparams AS jsonb), link "
+            "FROM unnest(CAST(:u AS int[]), CAST(:team AS int[]), CAST(:task AS int[]), "
+            " CAST(:kind AS text[]), CAST(:text AS text[]), CAST(:tkey AS text[]), "
+            " CAST(:tparams AS text[]), CAST(:link AS text[])) "
+            " AS r(u, team, task, kind, text, tkey, tparams, link)"
+        ),
+        {
+            "u": list(cols[0]),
+            "team": list(cols[1]),
+            "task": list(cols[2]),
+            "kind": list(cols[3]),
+            "text": [t.text for t in texts],
+            "tkey": [t.key for t in texts],
+            "tparams": [json.dumps(t.params) for t in texts],
+            "link": list(cols[5]),
+        },
+    )
+    return len(rows)
+
+
 @dataclass
 class NotificationPage:
     items: list[Notification]

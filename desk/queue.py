@@ -95,9 +95,11 @@ class Sent:
 
 
 # ARGV: 6 values per job: queue, job id, score ms, expiry ms, payload, previous job id ('' if
-# none). Returns 1 (taken) or 0 (refused: arq knows the id) per job.
+# none). Returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries are
+# added with one ZADD per queue and 1,000 jobs (a sweep's 1,000 ZADD calls cost a third of it).
 _SEND = """
 local out = {}
+local adds = {}
 local i = 1
 while i <= #ARGV do
   local q, id, score, px, payload, prev = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
@@ -106,16 +108,34 @@ while i <= #ARGV do
     redis.call('DEL', 'arq:job:' .. prev, 'arq:in-progress:' .. prev, 'arq:retry:' .. prev)
   end
   if redis.call('EXISTS', 'arq:job:' .. id, 'arq:result:' .. id, 'arq:in-progress:' .. id) > 0 then
-    table.insert(out, 0)
+    out[#out + 1] = 0
   else
     redis.call('SET', 'arq:job:' .. id, payload, 'PX', px)
-    redis.call('ZADD', q, score, id)
-    table.insert(out, 1)
+    local a = adds[q]
+    if not a then
+      a = {}
+      adds[q] = a
+    end
+    a[#a + 1] = score
+    a[#a + 1] = id
+    out[#out + 1] = 1
   end
   i = i + 6
 end
+for q, a in pairs(adds) do
+  for j = 1, #a, 2000 do
+    redis.call('ZADD', q, unpack(a, j, math.min(j + 1999, #a)))
+  end
+end
 return out
 """
+
+
+_PAYLOAD = (
+    b'{"t":null,"f":"'
+    + PROCESS_FUNCTION.encode()
+    + b'","a":[{"task_id":%d,"run":%d}],"k":{},"et":%d}'
+)
 
 
 def _ms(value: datetime) -> int:
@@ -150,10 +170,13 @@ class Queue:
 
     def _argv(self, s: Send, now_ms: int, trace: dict[str, str]) -> list[Any]:
         score = _ms(s.due)
-        payload = serialize_job(
-            PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run, **trace},), {}, None, now_ms,
-            serializer=dumps,
-        )  # fmt: skip
+        if trace:
+            payload = serialize_job(
+                PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run, **trace},), {}, None,
+                now_ms, serializer=dumps,
+            )  # fmt: skip
+        else:  # the same bytes as serialize_job's, without building a dict per message
+            payload = _PAYLOAD % (s.task_id, s.run, now_ms)
         prev = job_id(self.prefix, s.task_id, s.run, s.send - 1) if s.send > 1 else ""
         expiry = max(0, score - now_ms) + expires_extra_ms  # as arq: a day past the due time
         return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),

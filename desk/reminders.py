@@ -8,7 +8,6 @@ in between. One active reminder per ticket is a database fact (scope `ticket:{id
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -187,50 +186,3 @@ async def pending_reminders(
         )
         found = [BackgroundTask(**r._mapping) for r in rows]
     return {task.ticket_id: task for task in found if task.ticket_id is not None}
-
-
-@dataclass(frozen=True)
-class Firing:
-    skipped: bool
-    summary: Message
-    recipients: tuple[int, ...] = ()
-    text: Message | None = None  # the notification
-    link: str = ""
-
-
-async def decide(conn: AsyncConnection, task: BackgroundTask) -> Firing:
-    """At fire time: skip (and say why) or name who gets the notification."""
-    row = (
-        await conn.execute(
-            sa.text("SELECT * FROM ticket WHERE id = :id FOR SHARE"), {"id": task.ticket_id}
-        )
-    ).first()
-    if row is None:
-        return Firing(True, message("reminder.skipped.ticket_gone"))
-    ticket = Ticket(**row._mapping)
-    if ticket.reminder_revision != task.reminder_revision:
-        return Firing(True, message("reminder.skipped.stale"))
-    if ticket.status in CLOSED_TICKET:
-        return Firing(True, message("reminder.skipped.closed", status=ticket.status))
-    recipients: list[int] = []
-    if ticket.assignee_id is not None:
-        assignee = await access.membership(conn, ticket.assignee_id, ticket.team_id)
-        if assignee is not None and assignee.is_staff:
-            recipients = [ticket.assignee_id]
-    said = message("reminder.reminded_assignee")
-    if not recipients:
-        rows = await conn.execute(
-            sa.text(
-                "SELECT user_id FROM membership WHERE team_id = :t AND role IN ('ADMIN', 'STAFF') ORDER BY user_id"
-            ),
-            {"t": ticket.team_id},
-        )
-        recipients = [r.user_id for r in rows]
-        said = message("reminder.reminded_staff", count=len(recipients))
-    about = {"ticket": ticket.id, "title": ticket.title, "status": ticket.status}
-    text = (
-        message("reminder.notification_note", **about, note=task.note)
-        if task.note
-        else message("reminder.notification", **about)
-    )
-    return Firing(False, said, tuple(recipients), text, f"/tickets/{ticket.id}")

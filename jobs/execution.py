@@ -173,6 +173,24 @@ async def claim_task(
     return (task, execution_id) if task else None
 
 
+@tracing.traced("taskdesk.claim")
+@retry_transient
+async def claim_batch(
+    rt: Runtime, task_id: int, run: int, *, limit: int
+) -> list[tuple[BackgroundTask, str]]:
+    """Claim a short-lane message; a REMINDER brings every other reminder due now with it
+    (up to `limit` in all). One autocommit statement."""
+    lease = timedelta(seconds=rt.settings.lease_seconds)
+    async with rt.engine.connect() as plain:
+        conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
+        tasks = await ledger.claim_reminders(
+            conn, task_id, run, uuid.uuid4().hex, now=rt.clock(), lease=lease, limit=limit
+        )
+    # The delivered task first: a non-reminder is always alone.
+    tasks.sort(key=lambda t: t.id != task_id)
+    return [(t, t.execution_id or "") for t in tasks]
+
+
 async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     rt = ex.rt
     message = (
@@ -269,6 +287,12 @@ async def run_claimed(
             log.exception("task %s failed", ex.task_id)
         await _fail(ex, exc, retryable=True)
         return "retry"
+
+
+async def release_all(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) -> None:
+    """Hand claimed tasks back (a worker shutting down before it ran them)."""
+    for task, execution_id in claimed:
+        await _release(rt, Execution(rt, task, execution_id))
 
 
 async def _release(rt: Runtime, ex: Execution) -> None:

@@ -31,17 +31,25 @@ from redis.exceptions import RedisError
 
 from desk import events, lanes, logs, telemetry, tracing
 from desk.db import is_transient
-from desk.models import BackgroundTask
+from desk.models import BackgroundTask, TaskKind
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
 from jobs import dispatcher, heartbeat, pruner, rescuer
-from jobs.execution import Processor, claim_task, message_fields, run_claimed
-from jobs.processors import registry
+from jobs.execution import (
+    Processor,
+    claim_batch,
+    claim_task,
+    message_fields,
+    release_all,
+    run_claimed,
+)
+from jobs.processors import registry, reminder
 
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # per shutdown step after the grace period
+REMINDER_BATCH = 500  # reminders due together fired by one claim and one transaction
 
 
 class Lane:
@@ -53,9 +61,11 @@ class Lane:
         self.slots = lanes.slots(rt.settings, name)
         self.processors = processors
         self.team_max = rt.settings.long_team_max_running if name == lanes.LONG else None
-        # execution id -> (task id, its work); keyed by execution, as a task rescued while a
-        # cut-off execution of it still winds down here may be claimed here again.
-        self.running: dict[str, tuple[int, asyncio.Task[str]]] = {}
+        # execution id (a batch: its first) -> (task ids, their work); keyed by execution, as a
+        # task rescued while a cut-off execution of it still winds down here may be claimed here
+        # again. A batch of reminders takes one slot.
+        self.running: dict[str, tuple[list[int], asyncio.Task[str]]] = {}
+        self.batched: dict[int, int] = {}  # task id -> run, claimed by a batch here
         self.claiming = 0
         self.stopping = False
         self.worker: Worker | None = None
@@ -72,13 +82,16 @@ class Lane:
 
     async def take(self, task_id: int, run: int) -> str:
         """arq's job: claim the row and start the work detached from arq (its timeout, its
-        in-progress marker), or leave the message queued when every slot is busy."""
+        in-progress marker), or leave the message queued when every slot is busy. In the short
+        lane a reminder's claim brings every reminder due now, fired as one batch in one slot."""
+        if self.batched.get(task_id) == run:
+            return "stale"  # taken by one of this worker's batches: no need to ask the database
         if self.stopping or len(self.running) + self.claiming >= self.slots:
             raise Retry(defer=timedelta(milliseconds=200))
         self.claiming += 1
         self._update()
         try:
-            claimed = await claim_task(self.rt, task_id, run, team_max=self.team_max)
+            claimed = await self._claim(task_id, run)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -86,13 +99,47 @@ class Lane:
             raise Retry(defer=timedelta(seconds=1)) from exc
         finally:
             self.claiming -= 1
-        if claimed is None:
+        if not claimed:
             self._update()
             return "stale"
-        task, execution_id = claimed
-        self.running[execution_id] = (task_id, asyncio.create_task(self._work(task, execution_id)))
+        task, execution_id = claimed[0]
+        if task.kind == TaskKind.REMINDER:
+            self._remember(claimed)
+            work = asyncio.create_task(self._fire(claimed))
+        else:
+            work = asyncio.create_task(self._work(task, execution_id))
+        self.running[execution_id] = ([t.id or 0 for t, _ in claimed], work)
         self._update()
         return "started"
+
+    async def _claim(self, task_id: int, run: int) -> list[tuple[BackgroundTask, str]]:
+        if self.team_max is None:
+            return await claim_batch(self.rt, task_id, run, limit=REMINDER_BATCH)
+        one = await claim_task(self.rt, task_id, run, team_max=self.team_max)
+        return [one] if one else []
+
+    def _remember(self, claimed: list[tuple[BackgroundTask, str]]) -> None:
+        if len(self.batched) > 10 * REMINDER_BATCH * self.slots:
+            self.batched.clear()  # only a shortcut: the claim drops stale messages anyway
+        self.batched.update((t.id or 0, t.run) for t, _ in claimed)
+
+    async def _fire(self, claimed: list[tuple[BackgroundTask, str]]) -> str:
+        """A batch of reminders in one transaction; if that fails, each runs on its own (with
+        the usual retries), so one bad row cannot hold the others back."""
+        try:
+            await reminder.fire_many(self.rt, claimed)
+            return "done"
+        except asyncio.CancelledError:
+            await release_all(self.rt, claimed)  # shutting down: hand them back at once
+            raise
+        except Exception as exc:
+            log.warning("reminder batch of %d failed (%s); one by one", len(claimed), exc)
+            for task, execution_id in claimed:
+                await run_claimed(self.rt, self.processors, task, execution_id)
+            return "done one by one"
+        finally:
+            self.running.pop(claimed[0][1], None)
+            self._update()
 
     async def _work(self, task: BackgroundTask, execution_id: str) -> str:
         try:
@@ -105,7 +152,7 @@ class Lane:
             self._update()
 
     def task_ids(self) -> list[int]:
-        return [task_id for task_id, _ in self.running.values()]
+        return [task_id for ids, _ in self.running.values() for task_id in ids]
 
     def works(self) -> list[asyncio.Task[str]]:
         return [work for _, work in self.running.values()]

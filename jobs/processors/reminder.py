@@ -1,40 +1,47 @@
-"""REMINDER: at fire time skip (and say why) or notify, in the transaction that completes it."""
+"""REMINDER: at fire time skip (and say why) or notify, in the transaction that completes it.
+
+Reminders due together fire together: `fire_many` decides a whole batch with one read, finishes
+every row whose fence still holds with one UPDATE and writes their notifications with one
+INSERT, all in one transaction — so each fired reminder notifies exactly once, however often a
+message arrives or whichever worker dies mid-batch (its rows are rescued and fire again).
+"""
 
 from __future__ import annotations
 
-from desk import access, ledger, notifications, reminders
+from desk import ledger, notifications, reminder_firing
 from desk.messages import message
+from desk.models import BackgroundTask
+from desk.runtime import Runtime
 from jobs.execution import Execution
 from jobs.outcomes import LostFence
 
 
-async def process(ex: Execution) -> None:
-    rt, task = ex.rt, ex.task
+async def fire_many(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) -> set[int]:
+    """Fire claimed reminders (task, execution id); returns the ids this call completed."""
+    ids = [task.id or 0 for task, _ in claimed]
     async with rt.engine.begin() as conn:
-        owner = await access.membership(conn, task.owner_id, task.team_id)
-        if owner is None or not owner.is_staff:
-            firing = reminders.Firing(True, message("reminder.skipped.owner_left"))
-        else:
-            firing = await reminders.decide(conn, task)
-        done = await ledger.finish(
-            conn,
-            ex.task_id,
-            ex.execution_id,
-            now=rt.clock(),
-            summary=firing.summary.text,
-            summary_key=firing.summary.key,
-            summary_params=firing.summary.params,
-            skipped=firing.skipped,
-        )
-        if done is None:
-            raise LostFence()  # rolls back: nothing is written twice
-        if not firing.skipped:
-            await notifications.insert_many(
-                conn,
-                user_ids=list(firing.recipients),
-                team_id=task.team_id,
-                task_id=ex.task_id,
-                kind="REMINDER",
-                text=firing.text,
-                link=firing.link,
+        firings = await reminder_firing.decide_many(conn, ids)
+        missing = reminder_firing.Firing(True, message("reminder.skipped.task_gone"))
+        endings = [
+            ledger.Ending(
+                task.id or 0, eid, f.summary.text, f.skipped, f.summary.key, f.summary.params
             )
+            for task, eid in claimed
+            for f in [firings.get(task.id or 0, missing)]
+        ]
+        done = await ledger.finish_many(conn, endings, now=rt.clock())
+        rows = [
+            (user, task.team_id, task.id or 0, "REMINDER", f.text, f.link)
+            for task in done
+            for f in [firings[task.id or 0]]
+            if not f.skipped and f.text is not None
+            for user in f.recipients
+        ]
+        await notifications.insert_rows(conn, rows)
+    return {task.id or 0 for task in done}
+
+
+async def process(ex: Execution) -> None:
+    """One reminder taken on its own (the batch path with one row)."""
+    if ex.task_id not in await fire_many(ex.rt, [(ex.task, ex.execution_id)]):
+        raise LostFence()  # another execution holds the row now: nothing was written
