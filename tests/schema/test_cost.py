@@ -164,3 +164,25 @@ async def test_a_statement_over_the_timeout_answers_timeout_without_sql(make_api
     for leak in ("SELECT", "ticket t", "psycopg", "canceling statement", "%("):
         assert leak not in response.text, response.text
     assert elapsed < 10, elapsed
+
+
+@pytest.mark.parametrize(
+    ("declared", "variables"),
+    [
+        ("$n: Int! = 200", {}),  # left out: the declared default runs
+        ("$n: Int!", {"n": 200.0}),  # an integral float is coerced to Int 200
+    ],
+)
+async def test_first_from_a_variable_default_or_a_float_counts_at_its_real_size(
+    api, world, declared: str, variables: dict
+) -> None:
+    query = (
+        f"query($t: ID!, {declared}) {{"
+        + " ".join(
+            f"a{i}: tickets(teamId: $t, first: $n) {{ nodes {{ id team {{ members {{ role }} }} }} }}"
+            for i in range(30)
+        )
+        + "}"
+    )
+    body = await api(query, {"t": world.team, **variables}, user=world.staff)
+    assert body["errors"][0]["extensions"]["code"] == "QUERY_TOO_COSTLY", body
