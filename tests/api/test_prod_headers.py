@@ -174,3 +174,13 @@ async def test_graphiql_gets_its_own_policy_and_still_cannot_be_framed(web) -> N
         assert r.headers["x-frame-options"] == "DENY"
         pages = (await c.get("/login")).headers["content-security-policy"]
         assert "'unsafe-inline'" not in pages
+
+
+async def test_prod_answers_never_allow_inline_script(web) -> None:
+    # GraphiQL and the API docs are not served in production, so their looser policy must not
+    # be either: /docs is the app's own 404 page there, /graphql its 405 for a GET.
+    async with web(**PROD) as c:
+        for path in ("/graphql", "/docs", "/redoc", "/static/graphiql/x.js"):
+            r = await c.get(path, headers={"Accept": "text/html"})
+            csp = r.headers["content-security-policy"]
+            assert "'unsafe-inline'" not in csp and "frame-ancestors 'none'" in csp, (path, csp)
