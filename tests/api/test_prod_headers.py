@@ -184,3 +184,18 @@ async def test_prod_answers_never_allow_inline_script(web) -> None:
             r = await c.get(path, headers={"Accept": "text/html"})
             csp = r.headers["content-security-policy"]
             assert "'unsafe-inline'" not in csp and "frame-ancestors 'none'" in csp, (path, csp)
+
+
+async def test_a_non_ascii_next_is_percent_encoded_not_a_500(web, world) -> None:
+    # Headers are latin-1: `日本` (or the U+FFFD a broken %ED%A0%80 decodes to) cannot go raw.
+    async with web() as c:
+        cookie, _ = signed_in(c.settings, world.staff)
+        c.cookies.set("taskdesk_session", cookie)
+        for raw in ("/tickets?q=日本", "/tickets?q=%ED%A0%80"):
+            r = await c.get(f"/login?next={raw}", headers={"HX-Request": "true"})
+            assert r.status_code == 204, (raw, r.status_code)
+            assert r.headers["HX-Redirect"].startswith("/tickets?q=%"), r.headers["HX-Redirect"]
+        r = await c.get(
+            "/login", params={"next": "/tickets?q=日本"}, headers={"HX-Request": "true"}
+        )
+        assert r.headers["HX-Redirect"] == "/tickets?q=%E6%97%A5%E6%9C%AC"
