@@ -33,7 +33,13 @@ class CsrfRefused(DeskError):
 
 
 def _matches(expected: str, given: str | None) -> bool:
-    return bool(expected) and bool(given) and hmac.compare_digest(expected, given or "")
+    if not expected or not given:
+        return False
+    # compare_digest refuses non-ASCII str (a TypeError, so a 500): compare the bytes instead.
+    # A lone surrogate from a form field must still encode, hence surrogatepass.
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
+    )
 
 
 async def submitted_token(request: Request) -> str | None:

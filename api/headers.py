@@ -4,7 +4,8 @@ and use no inline script, inline style or eval (htmx runs with `allowEval: false
 
 GraphiQL (`GET /graphql`, outside production only, and its files under /static/graphiql/) is
 the one page with inline script and style, so it gets a policy of its own that still forbids
-framing.
+framing; production serves neither it nor the API docs, so every production answer gets the
+pages' strict policy.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = _policy(scope["path"])
+        # Production serves neither GraphiQL nor the API docs: no answer there needs inline code.
+        csp = PAGES_CSP if self.prod else _policy(scope["path"])
         extra = [*COMMON, (b"content-security-policy", csp.encode())]
         if self.prod:
             extra.append(HSTS)  # prod is served over HTTPS (its cookies are Secure)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk import inputs
 from desk.errors import NotFound, ValidationProblem
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.operators import Scope
@@ -249,17 +250,23 @@ def parse_filters(raw: dict[str, str], tz: tzinfo | None = None) -> Filters:
     if status and status not in {s.value for s in TaskStatus}:
         raise ValidationProblem("status", f"use one of {', '.join(s.value for s in TaskStatus)}")
     team = raw.get("team", "").strip()
-    if team and not team.isdigit():
+    # Strict digits in int4 range: `²` passes isdigit() and a 5,000-digit id overflows SQL.
+    if team and inputs.optional_id(team) is None:
         raise ValidationProblem("team", "pick a team from the list")
     return Filters(
         kind=kind,
         status=status,
         team_id=int(team) if team else None,
-        person=raw.get("person", "").strip()[:200],
+        person=_search_text("person", raw),
         since=_when(raw.get("since", ""), "since", tz),
         until=_when(raw.get("until", ""), "until", tz),
-        error=raw.get("error", "").strip()[:200],
+        error=_search_text("error", raw),
     )
+
+
+def _search_text(name: str, raw: dict[str, str]) -> str:
+    # PostgreSQL refuses NUL in text: a bad character is the field's problem, not a 500.
+    return inputs.text(name, raw.get(name, "").strip()[:200], max_len=200)
 
 
 def _when(value: str, name: str, tz: tzinfo | None) -> datetime | None:

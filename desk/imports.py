@@ -256,7 +256,7 @@ async def _insert_upload(
             {
                 "t": team_id,
                 "u": user_id,
-                "f": (filename or "upload.csv")[:300],
+                "f": inputs.label(filename or "", max_len=300, default="upload.csv"),
                 "s": len(data),
                 "d": data,
                 "now": rt.clock(),

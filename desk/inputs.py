@@ -34,6 +34,12 @@ def problem_in(value: str) -> str | None:
     return f"contains a control character (\\u{ord(char):04x}); remove it"
 
 
+def label(value: str, *, max_len: int, default: str) -> str:
+    """A name kept only to show it again (an uploaded file's name): the characters PostgreSQL
+    or UTF-8 refuse are dropped rather than refused, since the client rarely chose them."""
+    return _BAD.sub("", value).strip()[:max_len] or default
+
+
 def text(field: str, value: object, *, max_len: int) -> str:
     """A clean string of at most `max_len` characters (checked before anything else is done)."""
     if not isinstance(value, str):

@@ -39,10 +39,12 @@ class _Estimate:
         schema: GraphQLSchema,
         fragments: dict[str, FragmentDefinitionNode],
         variables: dict[str, Any],
+        defaults: dict[str, Any] | None = None,
     ) -> None:
         self.schema = schema
         self.fragments = fragments
         self.variables = variables
+        self.defaults = defaults or {}
 
     def first(self, node: FieldNode, field: GraphQLField) -> int | None:
         if "first" not in field.args:
@@ -52,8 +54,15 @@ class _Estimate:
                 continue
             value = arg.value
             if isinstance(value, VariableNode):
-                given = self.variables.get(value.name.value)
-                return given if isinstance(given, int) and given > 0 else 1
+                # Count what execution will use: a variable left out takes its declared default,
+                # and GraphQL's Int accepts an integral float (`200.0` runs as 200).
+                name = value.name.value
+                given = self.variables.get(name, self.defaults.get(name))
+                if isinstance(given, float) and given.is_integer():
+                    given = int(given)
+                if isinstance(given, bool) or not isinstance(given, int):
+                    return 1  # not an Int: coercion refuses it before anything runs
+                return max(1, given)
             if isinstance(value, IntValueNode):
                 return max(1, int(value.value))
         default = field.args["first"].default_value
@@ -120,4 +129,14 @@ def operation_cost(
     root = schema.get_root_type(operation.operation)
     if root is None:
         return 0
-    return _Estimate(schema, fragments, variables or {}).cost(operation.selection_set, root, None)
+    defaults = {
+        d.variable.name.value: _int_default(d.default_value)
+        for d in operation.variable_definitions or ()
+        if d.default_value is not None
+    }
+    estimate = _Estimate(schema, fragments, variables or {}, defaults)
+    return estimate.cost(operation.selection_set, root, None)
+
+
+def _int_default(node: Any) -> int | None:
+    return int(node.value) if isinstance(node, IntValueNode) else None

@@ -109,6 +109,9 @@ def request_error(exc: errors.DeskError) -> GraphQLError:
     ext: dict[str, Any] = {"code": exc.code}
     if isinstance(exc, errors.ValidationProblem):
         ext["field"] = camel(exc.field)
+    seconds = getattr(exc, "retry_after_seconds", None)
+    if seconds is not None:  # a GraphQL answer is 200: the pages' Retry-After goes here instead
+        ext["retryAfter"] = max(1, int(seconds))
     return GraphQLError(exc.message, extensions=ext)
 
 

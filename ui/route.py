@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -39,13 +40,18 @@ def uncounted(endpoint: F) -> F:
     return endpoint
 
 
+_ASCII = "".join(map(chr, range(0x20, 0x7F)))  # printable ASCII, `%` included: kept as given
+
+
 def redirect(request: Request, url: str) -> Response:
     """A 303 for a browser, an `HX-Redirect` for htmx (which would otherwise swap the page in).
     Only ever to a path on this site: anything else goes to the tickets."""
     if not same_site_path(url):
         url = "/tickets"
     if is_htmx(request):
-        return Response(status_code=204, headers={"HX-Redirect": url})
+        # A header is latin-1: non-ASCII (`/tickets?q=日本`) goes percent-encoded as UTF-8, as
+        # RedirectResponse does for Location, instead of failing to encode (a 500).
+        return Response(status_code=204, headers={"HX-Redirect": quote(url, safe=_ASCII)})
     return RedirectResponse(url, status_code=303)
 
 

@@ -174,3 +174,28 @@ async def test_graphiql_gets_its_own_policy_and_still_cannot_be_framed(web) -> N
         assert r.headers["x-frame-options"] == "DENY"
         pages = (await c.get("/login")).headers["content-security-policy"]
         assert "'unsafe-inline'" not in pages
+
+
+async def test_prod_answers_never_allow_inline_script(web) -> None:
+    # GraphiQL and the API docs are not served in production, so their looser policy must not
+    # be either: /docs is the app's own 404 page there, /graphql its 405 for a GET.
+    async with web(**PROD) as c:
+        for path in ("/graphql", "/docs", "/redoc", "/static/graphiql/x.js"):
+            r = await c.get(path, headers={"Accept": "text/html"})
+            csp = r.headers["content-security-policy"]
+            assert "'unsafe-inline'" not in csp and "frame-ancestors 'none'" in csp, (path, csp)
+
+
+async def test_a_non_ascii_next_is_percent_encoded_not_a_500(web, world) -> None:
+    # Headers are latin-1: `日本` (or the U+FFFD a broken %ED%A0%80 decodes to) cannot go raw.
+    async with web() as c:
+        cookie, _ = signed_in(c.settings, world.staff)
+        c.cookies.set("taskdesk_session", cookie)
+        for raw in ("/tickets?q=日本", "/tickets?q=%ED%A0%80"):
+            r = await c.get(f"/login?next={raw}", headers={"HX-Request": "true"})
+            assert r.status_code == 204, (raw, r.status_code)
+            assert r.headers["HX-Redirect"].startswith("/tickets?q=%"), r.headers["HX-Redirect"]
+        r = await c.get(
+            "/login", params={"next": "/tickets?q=日本"}, headers={"HX-Request": "true"}
+        )
+        assert r.headers["HX-Redirect"] == "/tickets?q=%E6%97%A5%E6%9C%AC"

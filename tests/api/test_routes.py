@@ -136,3 +136,21 @@ async def test_bodies_over_the_limit_are_refused_before_reading(client, world):
     # A page: the sign-in form's own limit, as a page message (not JSON).
     assert r.status_code == 413 and "at most 16 KiB" in r.text
     assert r.headers["content-type"].startswith("text/html")
+
+
+async def test_an_upload_named_with_odd_characters_is_kept_not_a_500(client, world):
+    # The multipart filename is the client's: NUL (PostgreSQL refuses it in text) and other
+    # controls are dropped from the label; the file itself is what gets checked.
+    admin = await _bearer(client, world.admin)
+    for sent, kept in ((b"a\x00b.csv", "ab.csv"), (b"\x01\x7f", "upload.csv")):
+        body = (
+            b'--b1\r\nContent-Disposition: form-data; name="file"; filename="' + sent + b'"\r\n'
+            b"Content-Type: text/csv\r\n\r\n" + CSV + b"\r\n--b1--\r\n"
+        )
+        r = await client.post(
+            f"/teams/{world.team}/imports/uploads",
+            headers={**admin, "Content-Type": "multipart/form-data; boundary=b1"},
+            content=body,
+        )
+        assert r.status_code == 201, r.text
+        assert r.json()["filename"] == kept

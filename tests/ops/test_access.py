@@ -142,3 +142,21 @@ async def test_bad_input_is_a_4xx_saying_what_to_fix(page_as, world, scene, oper
     assert (await page.get("/ops/failures/zzz/retry", headers=HTML)).status_code == 404
     r = await page.hx_post(f"/ops/tasks/{scene.acme_waiting}/retry")
     assert r.status_code == 422 and "only a failed task" in r.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "person=a%00b",
+        "error=a%00b",
+        "team=%C2%B2",  # `²` passes str.isdigit() but not int()
+        "team=" + "9" * 5000,  # beyond int4
+    ],
+)
+async def test_odd_characters_in_the_task_search_are_a_4xx(
+    page_as, world, operator, query: str
+) -> None:
+    page = await page_as(operator)
+    r = await page.get(f"/ops/tasks?{query}", headers=HTML)
+    assert r.status_code == 422, r.text[:300]
+    assert query.split("=")[0] in r.text

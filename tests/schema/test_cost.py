@@ -164,3 +164,46 @@ async def test_a_statement_over_the_timeout_answers_timeout_without_sql(make_api
     for leak in ("SELECT", "ticket t", "psycopg", "canceling statement", "%("):
         assert leak not in response.text, response.text
     assert elapsed < 10, elapsed
+
+
+@pytest.mark.parametrize(
+    ("declared", "variables"),
+    [
+        ("$n: Int! = 200", {}),  # left out: the declared default runs
+        ("$n: Int!", {"n": 200.0}),  # an integral float is coerced to Int 200
+    ],
+)
+async def test_first_from_a_variable_default_or_a_float_counts_at_its_real_size(
+    api, world, declared: str, variables: dict
+) -> None:
+    query = (
+        f"query($t: ID!, {declared}) {{"
+        + " ".join(
+            f"a{i}: tickets(teamId: $t, first: $n) {{ nodes {{ id team {{ members {{ role }} }} }} }}"
+            for i in range(30)
+        )
+        + "}"
+    )
+    body = await api(query, {"t": world.team, **variables}, user=world.staff)
+    assert body["errors"][0]["extensions"]["code"] == "QUERY_TOO_COSTLY", body
+
+
+async def test_a_field_repeated_hundreds_of_times_is_refused_before_validation_work(
+    api, world
+) -> None:
+    # 490 `me { id }` fit the token limit; the standard overlapping-fields rule compares every
+    # pair and held the event loop for over a second.
+    started = time.perf_counter()
+    body = await api("{ " + "me { id } " * 490 + "}", {}, user=world.staff)
+    elapsed = time.perf_counter() - started
+    (error,) = body["errors"]
+    assert "asked for more than 10 times" in error["message"], error
+    assert elapsed < 0.5, elapsed
+    through_fragments = (
+        "query { ...A ...B } fragment A on Query { " + "me { id } " * 6 + "} "
+        "fragment B on Query { " + "me { id } " * 6 + "}"
+    )
+    body = await api(through_fragments, {}, user=world.staff)
+    assert "asked for more than 10 times" in body["errors"][0]["message"], body
+    body = await api("{ me { id } me { id } }", {}, user=world.staff)
+    assert "errors" not in body, body

@@ -52,6 +52,7 @@ async def test_page_posts_and_mutations_share_one_budget(client, clock, world) -
     assert await _tickets(rt, "budget") == 2
     r = await client.post("/graphql", json=mutation, headers=bearer)
     assert r.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+    assert 1 <= r.json()["errors"][0]["extensions"]["retryAfter"] <= 60  # as the page's header
     # Signing out is not a change: it works with the budget spent.
     assert (await client.post("/logout")).headers.get("HX-Redirect") == "/login"
     clock.advance(60)

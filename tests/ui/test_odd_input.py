@@ -110,3 +110,24 @@ async def test_a_malformed_team_cookie_is_ignored_on_every_page(page_as, world, 
             assert response.status_code < 500, (path, response.text[:300])
     listing = await page.get("/tickets", headers={"Cookie": header})
     assert listing.status_code == 200 and "Cannot log in" in listing.text  # the first team
+
+
+@pytest.mark.parametrize("token", ["é", "bad\ud800value", "日本"])
+async def test_a_non_ascii_csrf_token_is_refused_not_a_500(page_as, world, token) -> None:
+    # hmac.compare_digest raises TypeError for non-ASCII str: a forged token must be a 403.
+    anonymous = await page_as(None)
+    form = anonymous.get("/login")
+    assert (await form).status_code == 200
+    body = f"email=a%40b.test&password=x&csrf_token={_q(token)}"
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    r = await anonymous.post("/login", content=body.encode(), headers=headers)
+    assert r.status_code == 403, r.text[:300]
+    page = await page_as(world.staff)
+    r = await page.post(
+        "/tickets", content=f"title=x&csrf_token={_q(token)}".encode(), headers=headers
+    )
+    assert r.status_code == 403, r.text[:300]
+    if token.encode("latin-1", "ignore").decode("latin-1") == token:  # a header is latin-1
+        latin1 = token.encode("latin-1")  # as a script sends it; the server reads latin-1
+        r = await page.post("/tickets", data={"title": "x"}, headers={"X-CSRF-Token": latin1})
+        assert r.status_code == 403, r.text[:300]
