@@ -144,5 +144,17 @@ async def load_teams(rt: Runtime, viewer: Viewer) -> Viewer:
     return viewer
 
 
+async def viewer_for_error(request: Request) -> None:
+    """An error page of a route that has no viewer (a download's 404, an unknown address, a
+    500) still speaks the signed-in person's language and shows their header. Best effort:
+    the error may be the database itself, so any trouble leaves the page anonymous."""
+    if getattr(request.state, "viewer", None) is not None:
+        return
+    try:
+        await page_viewer(request, request.app.state.runtime)
+    except Exception:  # signed out (LoginRequired), or the database is the trouble
+        return
+
+
 FragmentViewer = Annotated[Viewer, Depends(fragment_viewer)]
 PageViewer = Annotated[Viewer, Depends(page_viewer)]
