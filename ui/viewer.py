@@ -7,6 +7,7 @@ yields "not found".
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import quote
@@ -151,7 +152,8 @@ async def viewer_for_error(request: Request) -> None:
     if getattr(request.state, "viewer", None) is not None:
         return
     try:
-        await page_viewer(request, request.app.state.runtime)
+        # Bounded: a database that hangs must not hold the error page too.
+        await asyncio.wait_for(page_viewer(request, request.app.state.runtime), timeout=2)
     except Exception:  # signed out (LoginRequired), or the database is the trouble
         return
 
