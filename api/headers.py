@@ -3,9 +3,9 @@ Security Policy the pages satisfy — they load only their own scripts and style
 and use no inline script, inline style or eval (htmx runs with `allowEval: false`).
 
 GraphiQL (`GET /graphql`, outside production only, and its files under /static/graphiql/) is
-the one page with inline script and style, so it gets a policy of its own that still forbids
-framing; production serves neither it nor the API docs, so every production answer gets the
-pages' strict policy.
+the one page with inline style, so it gets a policy of its own that still forbids framing and
+allows nothing off-site (it must work on a network without internet); production serves
+neither it nor the API docs, so every production answer gets the pages' strict policy.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ PAGES_CSP = (
     "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
-# GraphiQL boots from an inline module script; its files come from /static/graphiql (or, until
-# they are vendored there, unpkg.com).
+# GraphiQL's scripts are vendored under /static/graphiql (no inline script, nothing off-site);
+# GraphiQL and its editor set inline styles, and the page has one small <style>.
 GRAPHIQL_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://unpkg.com; "
-    "style-src 'self' 'unsafe-inline' https://unpkg.com; img-src 'self' data:; "
-    "font-src 'self' data: https://unpkg.com; connect-src 'self'; worker-src 'self' blob:; "
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 GRAPHIQL_FILES = "/static/graphiql/"

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk import access, inputs, ledger
 from desk.db import retry_transient
 from desk.errors import NotFound, TaskConflict, ValidationProblem
-from desk.messages import Message, message
+from desk.messages import message
 from desk.models import CLOSED_TICKET, BackgroundTask, TaskKind, TaskStatus, Ticket
 from desk.runtime import Runtime
 from desk.tasks import accept, kick, replay, request_fingerprint

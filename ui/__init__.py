@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from desk.errors import DeskError
+from ui.viewer import viewer_for_error
 
 STATIC = Path(__file__).parent / "static"
 
@@ -56,6 +57,7 @@ def _style_error_pages(app: FastAPI) -> None:
             answer = await answer
         if isinstance(answer, Response) and answer.media_type != "text/html":
             return answer  # JSON for API clients, as the app decided
+        await viewer_for_error(request)
         styled = error_page(request, exc)
         for name in ("retry-after",):
             if answer is not None and name in answer.headers:
@@ -67,6 +69,7 @@ def _style_error_pages(app: FastAPI) -> None:
 
         if not _wants_page(request):
             return PlainTextResponse("Internal Server Error", status_code=500)
+        await viewer_for_error(request)
         return error_page(request, ServerTrouble())
 
     app.add_exception_handler(DeskError, desk_error)
@@ -95,6 +98,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
         return await http_exception_handler(request, exc)
     problem = HttpProblem(HTTP_MESSAGES.get(exc.status_code))
     problem.http_status = exc.status_code
+    await viewer_for_error(request)
     styled = error_page(request, problem)
     for name, value in (exc.headers or {}).items():
         styled.headers[name] = value  # e.g. Allow on a 405
@@ -119,6 +123,7 @@ async def not_found(request: Request, exc: Exception) -> Response:
     from ui.route import error_page
 
     if _wants_page(request):
+        await viewer_for_error(request)
         return error_page(request, NotFound())
     assert isinstance(exc, HTTPException)
     return await http_exception_handler(request, exc)

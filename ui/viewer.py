@@ -7,6 +7,7 @@ yields "not found".
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import quote
@@ -142,6 +143,19 @@ async def load_teams(rt: Runtime, viewer: Viewer) -> Viewer:
     if viewer.team is None:
         viewer.team_id = viewer.teams[0].team_id if viewer.teams else None
     return viewer
+
+
+async def viewer_for_error(request: Request) -> None:
+    """An error page of a route that has no viewer (a download's 404, an unknown address, a
+    500) still speaks the signed-in person's language and shows their header. Best effort:
+    the error may be the database itself, so any trouble leaves the page anonymous."""
+    if getattr(request.state, "viewer", None) is not None:
+        return
+    try:
+        # Bounded: a database that hangs must not hold the error page too.
+        await asyncio.wait_for(page_viewer(request, request.app.state.runtime), timeout=2)
+    except Exception:  # signed out (LoginRequired), or the database is the trouble
+        return
 
 
 FragmentViewer = Annotated[Viewer, Depends(fragment_viewer)]

@@ -171,6 +171,8 @@ async def test_graphiql_gets_its_own_policy_and_still_cannot_be_framed(web) -> N
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
         assert "'unsafe-inline'" in csp and "frame-ancestors 'none'" in csp
+        # Its files are vendored: nothing off-site, and no inline script to allow.
+        assert "https:" not in csp and "script-src 'self';" in csp, csp
         assert r.headers["x-frame-options"] == "DENY"
         pages = (await c.get("/login")).headers["content-security-policy"]
         assert "'unsafe-inline'" not in pages

@@ -49,6 +49,11 @@ async def test_graphiql_works_offline_with_the_session_cookie(site) -> None:
         off_site = await offline(page)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        # The page's own policy must not block anything GraphiQL needs.
+        page.on(
+            "console",
+            lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+        )
         await sign_in(page, "chen@acme.test")
         await page.wait_for_url("**/tickets")
 

@@ -128,3 +128,22 @@ async def test_a_bug_is_a_styled_500_page_for_browsers(app, world) -> None:
         assert "The server had a problem" in r.text and "a bug" not in r.text
         plain = await client.get("/boom-for-test")
         assert plain.status_code == 500 and plain.text == "Internal Server Error"
+
+
+async def test_error_pages_of_plain_routes_speak_the_readers_language(page_as, world, rt) -> None:
+    # A Chinese reader whose browser asks for English: their own setting decides, as on pages.
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE app_user SET locale = 'zh-CN' WHERE id = :u"), {"u": world.staff}
+        )
+    page = await page_as(world.staff)
+    english = HTML | {"Accept-Language": "en-US,en;q=0.9"}
+    for path in ("/tasks/99999/download", "/no-such-page"):
+        r = await page.get(path, headers=english)
+        assert r.status_code == 404, path
+        assert 'lang="zh-Hans"' in r.text and "Not found" not in r.text, path
+        assert 'action="/logout"' in r.text, path  # the signed-in header, as on every page
+    r = await page.get("/logout", headers=english)
+    assert r.status_code == 405 and "does not take that kind of request" not in r.text
+    signed_out = await page.get("/no-such-page", headers=english | {"Cookie": "x=1"})
+    assert signed_out.status_code == 404 and "Not found" in signed_out.text  # the browser's
