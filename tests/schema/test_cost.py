@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from desk import reminders
+from tests.helpers import wait_for
 from tests.schema.test_n_plus_one import counting
 
 PAGE = """query($t: ID!) { tickets(teamId: $t, first: 200) { nodes {
@@ -103,7 +104,12 @@ async def test_a_heavy_request_leaves_the_pool_to_its_neighbours(make_api, rt, w
         graphql_request_connections=2,
     ) as api:
         heavy = asyncio.create_task(api.post(ALIASED, {"t": world.team}, user=world.staff))
-        await asyncio.sleep(0)  # the heavy request starts first
+
+        async def heavy_holds_connections() -> bool:
+            return heavy.done() or api.rt.engine.pool.checkedout() > 0
+
+        # The neighbour asks only once the heavy request is at work on the database.
+        await wait_for(heavy_holds_connections, timeout=60, what="the heavy request's first read")
         started = time.perf_counter()
         neighbour = await api("{ ticket(id: 1) { id } }", user=world.admin)
         neighbour_took = time.perf_counter() - started
