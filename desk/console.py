@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import inputs
+from desk import inputs, ops
 from desk.errors import NotFound, ValidationProblem
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.operators import Scope
+from desk.ops import OpsRow
 from desk.runtime import Runtime
 
 OVERDUE_AFTER = timedelta(seconds=30)  # as /health: due and still not started after this long
@@ -282,11 +283,7 @@ def _when(value: str, name: str, tz: tzinfo | None) -> datetime | None:
     return parsed
 
 
-@dataclass(frozen=True)
-class Found:
-    task: BackgroundTask
-    team: str
-    owner: str
+Found = OpsRow  # a task with its team's name and owner's e-mail (desk.ops.rows_where)
 
 
 async def search(
@@ -320,21 +317,7 @@ async def search(
             clauses.append(clause)
             params[name] = value
     params["lim"] = limit
-    async with rt.engine.connect() as conn:
-        rows = await conn.execute(
-            sa.text(
-                "SELECT b.*, t.name AS team_name, u.email AS owner_email FROM background_task b "
-                "JOIN team t ON t.id = b.team_id JOIN app_user u ON u.id = b.owner_id "
-                f"WHERE {' AND '.join(clauses)} ORDER BY b.id DESC LIMIT :lim"
-            ),
-            params,
-        )
-        out = []
-        for r in rows:
-            data = dict(r._mapping)
-            team, owner = data.pop("team_name"), data.pop("owner_email")
-            out.append(Found(BackgroundTask(**data), team, owner))
-        return out
+    return await ops.rows_where(rt, clauses, params)
 
 
 def _like(text: str) -> str:

@@ -48,6 +48,13 @@ async def list_tasks(
     if team:
         clauses.append("t.name = :team")
         params["team"] = team
+    return await rows_where(rt, clauses, params)
+
+
+async def rows_where(rt: Runtime, clauses: list[str], params: dict[str, object]) -> list[OpsRow]:
+    """Tasks matching every clause (over `b` the task, `t` its team), newest first, up to
+    `params["lim"]`, with their team's name and owner's e-mail: the CLI's list and the console's
+    search share it."""
     async with rt.engine.connect() as conn:
         rows = await conn.execute(
             sa.text(
