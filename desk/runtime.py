@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from desk.clock import Clock, utcnow
 from desk.db import create_engine
+from desk.pg import Pg
 from desk.queue import Queue
 from desk.settings import Settings
 
@@ -21,6 +22,7 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     queue: Queue
+    pg: Pg  # the hot paths' autocommit pool (desk/pg.py); `engine` serves SQLModel and admin writes
     clock: Clock = field(default=utcnow)
 
     @classmethod
@@ -40,7 +42,9 @@ class Runtime:
             statement_timeout_ms=statement_timeout_ms,
         )
         queue = await Queue.open(settings)
-        return cls(settings=settings, engine=engine, queue=queue, clock=clock)
+        pg = Pg(settings, max_size=pool_size, statement_timeout_ms=statement_timeout_ms)
+        await pg.open()
+        return cls(settings=settings, engine=engine, queue=queue, pg=pg, clock=clock)
 
     @property
     def redis(self) -> Redis:
@@ -48,4 +52,5 @@ class Runtime:
 
     async def close(self) -> None:
         await self.queue.close()
+        await self.pg.close()
         await self.engine.dispose()

@@ -1,0 +1,38 @@
+"""desk.pg: the hot paths' autocommit pool — reads, single-statement writes, broken connections."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from desk.runtime import Runtime
+from desk.settings import Settings
+
+
+async def test_reads_and_writes_are_autocommit(rt: Runtime) -> None:
+    await rt.pg.write("CREATE TEMP TABLE IF NOT EXISTS t_pg (n int)")
+    async with rt.pg.connection() as conn:
+        assert conn.autocommit
+    row = await rt.pg.one("SELECT %(a)s::int + 1 AS n", {"a": 41})
+    assert row == {"n": 42}
+    assert await rt.pg.one("SELECT 1 AS n WHERE false") is None
+    rows = await rt.pg.all("SELECT g AS n FROM generate_series(1, 3) g")
+    assert [r["n"] for r in rows] == [1, 2, 3]
+    changed = await rt.pg.write("SELECT 7 AS n")
+    assert changed == [{"n": 7}]
+
+
+async def test_a_read_survives_connections_killed_under_it(rt: Runtime, settings: Settings) -> None:
+    """A database restart kills every idle connection; the next read still answers."""
+    await rt.pg.one("SELECT 1 AS n")
+    async with rt.pg.connection() as conn:
+        pid = conn.info.backend_pid
+    async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert await rt.pg.one("SELECT 2 AS n") == {"n": 2}
+
+
+async def test_a_failed_write_is_not_repeated(rt: Runtime) -> None:
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await rt.pg.write("SELECT 1 / 0")
+    assert await rt.pg.one("SELECT 3 AS n") == {"n": 3}
