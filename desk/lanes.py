@@ -22,6 +22,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk import audit
 from desk.errors import ValidationProblem
 from desk.runtime import Runtime
 from desk.settings import Settings
@@ -63,6 +64,9 @@ def lane_sql(column: str = "kind") -> str:
     return f"(CASE {column} {whens} ELSE '{SHORT}' END)"
 
 
+CLI_ACTOR = "cli"  # `taskdesk lanes` names the account that ran it (see taskdesk/commands/lanes.py)
+
+
 @dataclass(frozen=True)
 class LaneState:
     name: str
@@ -93,19 +97,32 @@ async def _set(
     )
 
 
-async def pause(rt: Runtime, lane: str, by_user_id: int | None) -> LaneState:
+async def pause(
+    rt: Runtime, lane: str, by_user_id: int | None, actor: str = CLI_ACTOR
+) -> LaneState:
     """Stop sending the lane's tasks (running ones finish; new ones are accepted and wait)."""
-    check(lane)
-    async with rt.engine.begin() as conn:
-        await _set(conn, lane, True, by_user_id, rt.clock())
-    return await state(rt, lane)
+    return await _change(rt, lane, True, by_user_id, actor)
 
 
-async def resume(rt: Runtime, lane: str, by_user_id: int | None = None) -> LaneState:
+async def resume(
+    rt: Runtime, lane: str, by_user_id: int | None = None, actor: str = CLI_ACTOR
+) -> LaneState:
     """Send the lane's tasks again; the dispatcher's next pass sends what waited."""
+    return await _change(rt, lane, False, by_user_id, actor)
+
+
+async def _change(
+    rt: Runtime, lane: str, paused: bool, by_user_id: int | None, actor: str
+) -> LaneState:
+    # The audit row commits with the change it records, whoever made it (console or CLI).
     check(lane)
+    now = rt.clock()
     async with rt.engine.begin() as conn:
-        await _set(conn, lane, False, by_user_id, rt.clock())
+        await _set(conn, lane, paused, by_user_id, now)
+        action = "lane_pause" if paused else "lane_resume"
+        await audit.record(
+            conn, at=now, actor_id=by_user_id, actor=actor, action=action, detail=lane
+        )
     return await state(rt, lane)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 from typing import Any
 
 from taskdesk.commands import Subparsers, add_data_dir
@@ -46,14 +47,22 @@ async def _run(settings: Any, action: str, lane: str | None) -> None:
 
     rt = await Runtime.open(settings, pool_size=1)
     try:
+        actor = f"cli ({_login()})"
         if action == "pause":
-            _print([await lanes.pause(rt, lane or "", None)])
+            _print([await lanes.pause(rt, lane or "", None, actor)])
         elif action == "resume":
-            _print([await lanes.resume(rt, lane or "", None)])
+            _print([await lanes.resume(rt, lane or "", None, actor)])
         else:
             _print(await lanes.states(rt))
     finally:
         await rt.close()
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        return "unknown"
 
 
 def _print(states: list[Any]) -> None:

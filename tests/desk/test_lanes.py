@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import lanes, tasks
+from desk import audit, lanes, tasks
 from desk.errors import ValidationProblem
 from jobs import dispatcher
 from jobs.execution import claim_task
@@ -43,6 +43,19 @@ async def test_states_pause_and_resume(rt, world, clock):
     assert (resumed.paused, resumed.paused_by, resumed.paused_at) == (False, None, None)
     with pytest.raises(ValidationProblem, match="unknown lane 'fast'"):
         await lanes.pause(rt, "fast", None)
+
+
+async def test_every_pause_and_resume_is_audited_with_its_change(rt, world, clock):
+    """The CLI's changes land in ops_audit too (as "cli (login)"), and an unknown lane none."""
+    await lanes.pause(rt, "long", None, "cli (ops)")
+    await lanes.resume(rt, "long", world.admin, "admin@acme.test")
+    with pytest.raises(ValidationProblem):
+        await lanes.pause(rt, "fast", None, "cli (ops)")
+    entries = await audit.recent(rt, operator=True, team_ids=[])
+    assert [(e.action, e.actor, e.detail) for e in entries] == [
+        ("lane_resume", "admin@acme.test", "long"),
+        ("lane_pause", "cli (ops)", "long"),
+    ]
 
 
 async def test_a_paused_lane_accepts_but_sends_nothing_until_resumed(rt, world, clock):

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from desk import audit, lanes
+from desk import lanes
 from desk.operators import Scope
 from desk.runtime import Runtime
 
@@ -62,13 +62,8 @@ async def lanes_now(rt: Runtime, workers: list[dict[str, Any]]) -> list[LaneView
 
 
 async def set_paused(rt: Runtime, scope: Scope, lane: str, paused: bool) -> None:
-    """Pause or resume (a typed 422 for an unknown lane), then write the audit row."""
+    """Pause or resume (a typed 422 for an unknown lane); the audit row commits with it."""
     if paused:
-        await lanes.pause(rt, lane, scope.user_id)
+        await lanes.pause(rt, lane, scope.user_id, scope.actor)
     else:
-        await lanes.resume(rt, lane, scope.user_id)
-    async with rt.engine.begin() as conn:
-        await audit.record(
-            conn, at=rt.clock(), actor_id=scope.user_id, actor=scope.actor,
-            action="lane_pause" if paused else "lane_resume", detail=lane,
-        )  # fmt: skip
+        await lanes.resume(rt, lane, scope.user_id, scope.actor)
