@@ -69,6 +69,13 @@ async def read_session(rt: Runtime, conn: HTTPConnection) -> Session | None:
     return found
 
 
+def remember_session(conn: HTTPConnection, user_id: int | None, csrf: str) -> None:
+    """Record a session read elsewhere (ui.viewer reads it with the user in one statement), so
+    later readers of this request (`read_session`) do not look it up again."""
+    found = Session(user_id, csrf) if user_id is not None else None
+    conn.scope.setdefault("state", {})[_CACHE] = found
+
+
 def secure_cookies(rt: Runtime) -> bool:
     return rt.settings.taskdesk_env is Env.PROD
 

@@ -18,18 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
-from desk.fastread import ReadPool
 from desk.settings import Env, Settings
 from schema.context import Identify, build_context
 from schema.errors import (
@@ -145,8 +142,7 @@ async def _post(
     query, variables, name = operation
     state = request.app.state
     try:
-        reads = getattr(state, "read_pool", None)
-        context = await build_context(state.runtime, request, rid, identify, reads)
+        context = await build_context(state.runtime, request, rid, identify)
         result = await schema.execute(
             query,
             variable_values=variables,
@@ -197,8 +193,7 @@ def _answer(
 
 def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     """The `/graphql` route for the app factory to include; `identify` tells who calls (the
-    app's session cookie and API tokens). Its lifespan (run inside the app's, after the Runtime
-    is open) keeps the pool of the hot status read."""
+    app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads)."""
     prod = settings.taskdesk_env is Env.PROD
     schema = build_schema(prod)
     ide = None if prod else _ide_html()
@@ -212,17 +207,7 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
         msg = "Use POST with a JSON body; queries over GET are not accepted."
         return _refuse(405, "METHOD_NOT_ALLOWED", msg, rid, Allow="POST")
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        reads = ReadPool(settings)
-        await reads.open()
-        app.state.read_pool = reads
-        try:
-            yield
-        finally:
-            await reads.close()
-
-    router = APIRouter(lifespan=lifespan)
+    router = APIRouter()
     # A plain Starlette route: no dependency injection on the hot path.
     router.add_route(PATH, graphql, methods=["GET", "POST"], include_in_schema=False)
     return router

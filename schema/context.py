@@ -24,7 +24,6 @@ from strawberry.types import Info
 
 from desk import lookups, reminders, throttle, tickets
 from desk.errors import DeskError, RateLimited, Unauthenticated
-from desk.fastread import ReadPool
 from desk.models import BackgroundTask, Ticket
 from desk.runtime import Runtime
 from schema.errors import fail, problem, too_large
@@ -105,7 +104,6 @@ class Context:
     rt: Runtime
     request: HTTPConnection | None
     request_id: str
-    reads: ReadPool | None = None  # the hot status read's pool; None outside the web app
     caller: Caller | None = None
     auth_error: Unauthenticated | None = None
     _loaders: Loaders | None = field(default=None, repr=False)
@@ -152,9 +150,8 @@ async def build_context(
     request: HTTPConnection,
     request_id: str,
     identify: Identify,
-    reads: ReadPool | None = None,
 ) -> Context:
-    ctx = Context(rt=rt, request=request, request_id=request_id, reads=reads)
+    ctx = Context(rt=rt, request=request, request_id=request_id)
     try:
         ctx.caller = await identify(rt, request)
     except Unauthenticated as exc:
