@@ -37,7 +37,13 @@ def get_runtime(conn: HTTPConnection) -> Runtime:
     return conn.app.state.runtime  # type: ignore[no-any-return]
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+async def _runtime(conn: HTTPConnection) -> Runtime:
+    # async on purpose: FastAPI runs a plain `def` dependency in its threadpool, a thread
+    # hand-off on every request for one attribute read.
+    return get_runtime(conn)
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 
 
 def _serializer(rt: Runtime) -> URLSafeTimedSerializer:
