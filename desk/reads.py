@@ -94,6 +94,7 @@ class SessionView:
     csrf: str
     teams: list[TeamRef] | None  # only when asked for
     task: TaskHit | None  # only when asked for
+    unread: int | None = None  # unread notifications, only when asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,12 +171,16 @@ _TEAMS_SQL = (
 )
 
 
+_UNREAD_SQL = "(SELECT count(*) FROM notification n WHERE n.user_id = u.id AND n.read_at IS NULL)"
+
+
 @cache
-def _viewer_sql(with_teams: bool, with_task: bool) -> str:
+def _viewer_sql(with_teams: bool, with_task: bool, with_unread: bool = False) -> str:
     # The task part is `_TASK_SQL` as a lateral join whose reader is the session's user.
     cols = "s.csrf, u.id AS u_id, u.email AS u_email, u.display_name AS u_display_name, "
     cols += "u.locale AS u_locale, u.timezone AS u_timezone"
     cols += f", {_TEAMS_SQL} AS teams" if with_teams else ""
+    cols += f", {_UNREAD_SQL} AS unread" if with_unread else ""
     joins = ""
     if with_task:
         cols += ", x.*"
@@ -187,18 +192,24 @@ def _viewer_sql(with_teams: bool, with_task: bool) -> str:
 
 
 async def viewer(
-    pg: Pg, secret: str, now: datetime, *, teams: bool = False, task_id: int | None = None
+    pg: Pg,
+    secret: str,
+    now: datetime,
+    *,
+    teams: bool = False,
+    task_id: int | None = None,
+    unread: bool = False,
 ) -> SessionView | None:
     """The live session behind a cookie's secret with its person (None: unknown, revoked or
     expired); with `teams`, the person's teams by name; with `task_id`, that task as they may
-    see it. One statement whatever is asked."""
+    see it; with `unread`, their unread notifications. One statement whatever is asked."""
     if not secret or len(secret) > 128:
         return None
     with_task = task_id is not None
     params: dict[str, Any] = {"sid": session_digest(secret), "now": now}
     if with_task:
         params["task"] = task_id
-    data = await pg.one(_viewer_sql(teams, with_task), params)
+    data = await pg.one(_viewer_sql(teams, with_task, unread), params)
     if data is None:
         return None
     person = Person(
@@ -206,7 +217,8 @@ async def viewer(
     )
     team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in data["teams"]] if teams else None
     hit = _hit(data, person.id) if with_task else None
-    return SessionView(person, data["csrf"], team_list, hit)
+    count = int(data["unread"]) if unread else None
+    return SessionView(person, data["csrf"], team_list, hit, count)
 
 
 async def session(pg: Pg, secret: str, now: datetime) -> tuple[int, str] | None:

@@ -74,6 +74,7 @@ class Viewer:
     # A GET of `/tasks/{task_id}…` reads that task with the session (desk.reads.viewer): one
     # statement for the polled row; `ui.task_lists.row(..., found=v.task)` uses it.
     task: TaskHit | None = None
+    unread: int | None = None  # read with the session for the bell (`bell_viewer`)
 
     @property
     def user_id(self) -> int:
@@ -120,7 +121,7 @@ def _prefetch_task(request: Request) -> int | None:
     return inputs.optional_id(raw) if isinstance(raw, str) else None
 
 
-async def _viewer(rt: Runtime, request: Request, *, teams: bool) -> Viewer:
+async def _viewer(rt: Runtime, request: Request, *, teams: bool, unread: bool = False) -> Viewer:
     """One statement: the session, its user, their teams (when asked or when no team is
     chosen) and the task the request is about, if any."""
     # A preference, not a credential: anything but a plain id is ignored (the first team is used).
@@ -130,7 +131,9 @@ async def _viewer(rt: Runtime, request: Request, *, teams: bool) -> Viewer:
     found = None
     if secret:
         task_id = _prefetch_task(request)
-        found = await reads.viewer(rt.pg, secret, rt.clock(), teams=with_teams, task_id=task_id)
+        found = await reads.viewer(
+            rt.pg, secret, rt.clock(), teams=with_teams, task_id=task_id, unread=unread
+        )
     remember_session(request, found.person.id if found else None, found.csrf if found else "")
     if found is None:
         raise LoginRequired(_current_url(request))
@@ -142,6 +145,7 @@ async def _viewer(rt: Runtime, request: Request, *, teams: bool) -> Viewer:
         tz=zone(user.timezone),
         team_id=team_id,
         task=found.task,
+        unread=found.unread,
     )
     if found.teams is not None:
         _choose_team(viewer, [TeamRole(t.team_id, t.team_name, t.role) for t in found.teams])
@@ -152,6 +156,11 @@ async def _viewer(rt: Runtime, request: Request, *, teams: bool) -> Viewer:
 async def fragment_viewer(request: Request, rt: RuntimeDep) -> Viewer:
     """For polled fragments: the user; the team list only when no team is chosen."""
     return await _viewer(rt, request, teams=False)
+
+
+async def bell_viewer(request: Request, rt: RuntimeDep) -> Viewer:
+    """For the notification bell: the fragment viewer and the unread count, one statement."""
+    return await _viewer(rt, request, teams=False, unread=True)
 
 
 async def page_viewer(request: Request, rt: RuntimeDep) -> Viewer:
@@ -186,4 +195,5 @@ async def viewer_for_error(request: Request) -> None:
 
 
 FragmentViewer = Annotated[Viewer, Depends(fragment_viewer)]
+BellViewer = Annotated[Viewer, Depends(bell_viewer)]
 PageViewer = Annotated[Viewer, Depends(page_viewer)]

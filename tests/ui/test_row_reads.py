@@ -77,3 +77,24 @@ async def test_a_row_poll_is_one_checkout_and_one_statement(app, page_as, world,
         assert r.status_code == 200 and f'data-task-id="{task_id}"' in r.text
         assert seen[0] == "checkout" and len(seen) == 2, seen  # the session, user and task
         assert engine == []
+
+
+async def test_a_bell_poll_is_one_statement_with_the_right_count(app, page_as, world) -> None:
+    rt = app.state.runtime
+    async with rt.engine.begin() as conn:
+        for read_at in (None, None, "now()"):
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO notification (user_id, team_id, kind, text, read_at) "
+                    f"VALUES (:u, :t, 'reminder', 'Ping', {read_at or 'NULL'})"
+                ),
+                {"u": world.staff, "t": world.team},
+            )
+    page = await page_as(world.staff)
+    with counting(rt.pg) as seen, engine_statements(rt.engine) as engine:
+        r = await page.hx_get("/notifications/badge")
+    assert r.status_code == 200 and 'data-unread="2"' in r.text
+    assert seen[0] == "checkout" and len(seen) == 2, seen
+    assert engine == []
+    other = await page_as(world.customer)
+    assert 'data-unread="0"' in (await other.hx_get("/notifications/badge")).text
