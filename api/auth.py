@@ -18,8 +18,9 @@ from fastapi.requests import HTTPConnection
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from desk import sessions, users
+from desk import reads, sessions, users
 from desk.errors import Unauthenticated
+from desk.reads import TaskHit
 from desk.runtime import Runtime
 from desk.sessions import SESSION_MAX_AGE, Session
 from desk.settings import Env
@@ -33,6 +34,7 @@ class Caller:
     user_id: int
     via: str  # "cookie" or "token"
     csrf: str = ""
+    task: TaskHit | None = None  # the task asked for with `identify(task_id=…)`, if read with it
 
 
 def get_runtime(conn: HTTPConnection) -> Runtime:
@@ -130,14 +132,20 @@ async def end_session(rt: Runtime, conn: HTTPConnection, response: Response) -> 
     )
 
 
-async def identify(rt: Runtime, conn: HTTPConnection) -> Caller | None:
-    """The caller behind a request or websocket, or None when anonymous."""
+async def identify(rt: Runtime, conn: HTTPConnection, task_id: int | None = None) -> Caller | None:
+    """The caller behind a request or websocket, or None when anonymous. With `task_id` (a
+    status read), a cookie's session and that task are read in one statement (`Caller.task`)."""
     header = conn.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         uid = await users.user_for_token(rt, header[7:].strip())
         if uid is None:
             raise Unauthenticated("That API token is unknown or revoked.")
         return Caller(uid, "token")
+    if task_id is not None:
+        secret = session_secret(rt, conn)
+        found = await reads.viewer(rt.pg, secret, rt.clock(), task_id=task_id) if secret else None
+        remember_session(conn, found.person.id if found else None, found.csrf if found else "")
+        return Caller(found.person.id, "cookie", found.csrf, found.task) if found else None
     session = await read_session(rt, conn)
     if session is None:
         return None

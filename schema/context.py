@@ -22,7 +22,7 @@ from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk import lookups, reminders, throttle, tickets
+from desk import lookups, reads, reminders, throttle, tickets
 from desk.errors import DeskError, RateLimited, Unauthenticated
 from desk.models import BackgroundTask, Ticket
 from desk.runtime import Runtime
@@ -38,8 +38,13 @@ class Caller(Protocol):
     def user_id(self) -> int: ...
 
 
-# (runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad token.
-Identify = Callable[[Runtime, HTTPConnection], Awaitable[Caller | None]]
+class Identify(Protocol):
+    """(runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad
+    token. With `task_id` it may read that task with the session (`caller.task`, a TaskHit)."""
+
+    def __call__(
+        self, rt: Runtime, conn: HTTPConnection, task_id: int | None = None
+    ) -> Awaitable[Caller | None]: ...
 
 
 Member = tuple[int, str, str, str]  # user id, display name, email, role (tickets.team_members)
@@ -106,6 +111,7 @@ class Context:
     request_id: str
     caller: Caller | None = None
     auth_error: Unauthenticated | None = None
+    tasks_read: dict[int, reads.TaskHit] = field(default_factory=dict)  # read with the caller
     _loaders: Loaders | None = field(default=None, repr=False)
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
     _spent: int = field(default=0, repr=False)
@@ -150,12 +156,20 @@ async def build_context(
     request: HTTPConnection,
     request_id: str,
     identify: Identify,
+    task_id: int | None = None,
 ) -> Context:
+    """`task_id`: the operation is a status read of that task (`schema.app.status_read`): the
+    caller and the task are read together, and `task(id)` uses that read."""
     ctx = Context(rt=rt, request=request, request_id=request_id)
     try:
-        ctx.caller = await identify(rt, request)
+        ctx.caller = (
+            await identify(rt, request, task_id) if task_id else await identify(rt, request)
+        )
     except Unauthenticated as exc:
         ctx.auth_error = exc
+    hit = getattr(ctx.caller, "task", None)
+    if task_id is not None and isinstance(hit, reads.TaskHit):
+        ctx.tasks_read[task_id] = hit
     return ctx
 
 

@@ -189,9 +189,11 @@ class TaskQuery:
         task_id = lookups.parse_id(id)
         if task_id is None:
             return None
-        async with ctx.slot():
-            row = await reads.visible_task(ctx.rt.pg, user_id, task_id)
-        return Task.from_model(row, ctx.now(), user_id) if row else None
+        hit = ctx.tasks_read.get(task_id)  # read with the caller's session (a status read)
+        if hit is None:
+            async with ctx.slot():
+                hit = await reads.task(ctx.rt.pg, user_id, task_id)
+        return Task.from_model(hit.task, ctx.now(), user_id) if hit.task else None
 
     @strawberry.field(description="A team's tasks you may see, newest first.")
     async def tasks(
