@@ -46,16 +46,18 @@ class SecurityHeaders:
     def __init__(self, app: ASGIApp, *, prod: bool) -> None:
         self.app = app
         self.prod = prod
+        # Built once: every answer gets one of these three lists (no encoding per request).
+        self._extra = {
+            csp: [*COMMON, (b"content-security-policy", csp.encode())] + ([HSTS] if prod else [])
+            for csp in (PAGES_CSP, GRAPHIQL_CSP, API_DOCS_CSP)
+        }  # HSTS: prod is served over HTTPS (its cookies are Secure)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         # Production serves neither GraphiQL nor the API docs: no answer there needs inline code.
-        csp = PAGES_CSP if self.prod else _policy(scope["path"])
-        extra = [*COMMON, (b"content-security-policy", csp.encode())]
-        if self.prod:
-            extra.append(HSTS)  # prod is served over HTTPS (its cookies are Secure)
+        extra = self._extra[PAGES_CSP if self.prod else _policy(scope["path"])]
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -6,12 +6,18 @@ against bench/baseline_app.py reading the same row; requests per second, the thr
 taking turns in rotating order. trigger: `createExport` from 16 connections, each request for
 one of 16 staff people with its own filter (no conflicts, quotas raised), latency p50/p99;
 every answer must be a `Task`. No worker runs: the tasks stay queued.
+
+Beside requests/s, status-read notes each server's CPU time per request (from /proc, over its
+own turns): on a machine other people load, req/s swings with their load; CPU per request much
+less, so its ratio says what one process could serve on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import statistics
 from typing import Any
 
 import httpx
@@ -71,6 +77,7 @@ async def status_read(ctx: Ctx) -> list[Row]:
     cookie = session_cookie(settings, p.zhou)
     scripts = _status_scripts(task_id, cookie)
     rps: dict[str, list[float]] = {name: [] for name in scripts}
+    cpu_us: dict[str, list[float]] = {name: [] for name in scripts}
     wenv = env.worker_env(settings)
     with (
         serve(OURS, wenv, ctx.log("web-status.log"), ctx.profile_to("web-status")) as ours,
@@ -82,16 +89,21 @@ async def status_read(ctx: Ctx) -> list[Row]:
         }
         await asyncio.to_thread(_check_answers, urls, task_id, cookie)
         names = list(scripts)
+        pids = {n: base.pid if n == "baseline" else ours.pid for n in names}
         for name in names:  # warm-up: imports, pools, caches
             await asyncio.to_thread(wrk, urls[name], scripts[name][1], STATUS_CONNECTIONS, 1)
         for i in range(ctx.sizes.runs):
             for name in names[i % 3 :] + names[: i % 3]:
+                began = cpu_seconds(pids[name])
                 got = await asyncio.to_thread(
                     wrk, urls[name], scripts[name][1], STATUS_CONNECTIONS, seconds
                 )
                 check_ok(got, f"status-read {name}")
                 rps[name].append(got["rps"])
+                spent = cpu_seconds(pids[name]) - began
+                cpu_us[name].append(spent / max(1, got["requests"]) * 1e6)
     note = f"{STATUS_CONNECTIONS} connections, {seconds:g} s per turn, one uvicorn process each"
+    note += "; " + _cpu_note(cpu_us)
     return [
         Row(
             "status-read graphql",
@@ -103,6 +115,26 @@ async def status_read(ctx: Ctx) -> list[Row]:
         ),
         Row("status-read row", "req/s", rps["row"], rps["baseline"], Target("ratio>=", 0.9)),
     ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_note(cpu_us: dict[str, list[float]]) -> str:
+    """Median server CPU per request, and baseline's over ours (the ratio load cannot skew)."""
+    med = {n: statistics.median(v) for n, v in cpu_us.items() if v}
+    if not med.get("baseline") or not med.get("graphql") or not med.get("row"):
+        return "CPU per request not measured"
+    parts = [f"CPU/request {n} {med[n]:,.0f} us" for n in ("graphql", "row", "baseline")]
+    ratios = [f"{n} {med['baseline'] / med[n]:.2f}" for n in ("graphql", "row")]
+    return ", ".join(parts) + " (baseline/ours: " + ", ".join(ratios) + ")"
 
 
 async def staff_people(rt: Runtime, team: int, n: int) -> list[int]:

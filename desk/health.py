@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
 from redis.exceptions import RedisError
 
+from desk import reads
 from desk.runtime import Runtime
 
 OVERDUE_SECONDS = 30.0
@@ -77,15 +77,7 @@ async def _workers(rt: Runtime) -> list[dict[str, Any]]:
 
 async def check(rt: Runtime) -> Health:
     now = rt.clock()
-    async with rt.engine.connect() as conn:
-        oldest = (
-            await conn.execute(
-                sa.text(
-                    "SELECT min(run_at) FROM background_task WHERE status = 'WAITING' AND run_at <= :now"
-                ),
-                {"now": now},
-            )
-        ).scalar_one()
+    oldest = await reads.oldest_overdue(rt.pg, now)  # one autocommit read: the badge polls it
     overdue = max(0.0, (now - oldest).total_seconds()) if oldest else None
     try:
         workers = await _workers(rt)

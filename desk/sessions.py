@@ -2,22 +2,20 @@
 a password change or a member's removal.
 
 The browser's cookie carries a random secret; the table keeps only its SHA-256 (a leaked table
-signs nobody in). A lookup is one primary-key read joined to nothing. Sessions end at an absolute
-expiry (`SESSION_MAX_AGE`) or when `revoked_at` is set — never by deleting the cookie alone.
+signs nobody in). A lookup is one primary-key read on `rt.pg` (`desk.reads`). Sessions end at an
+absolute expiry (`SESSION_MAX_AGE`) or when `revoked_at` is set — never by deleting the cookie.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk.db import retrying
+from desk import reads
 from desk.runtime import Runtime
 
 SESSION_MAX_AGE = 14 * 24 * 3600
@@ -30,7 +28,7 @@ class Session:
 
 
 def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    return reads.session_digest(secret)
 
 
 async def open_session(rt: Runtime, user_id: int) -> tuple[str, Session]:
@@ -66,25 +64,10 @@ async def open_session(rt: Runtime, user_id: int) -> tuple[str, Session]:
 
 async def lookup(rt: Runtime, secret: str) -> Session | None:
     """The live session behind a cookie's secret, or None (unknown, revoked or expired)."""
-    if not secret or len(secret) > 128:
-        return None
-
-    async def read() -> Any:
-        async with rt.engine.connect() as conn:
-            result = await conn.execute(
-                sa.text(
-                    "SELECT user_id, csrf FROM web_session "
-                    "WHERE id = :id AND revoked_at IS NULL AND expires_at > :now"
-                ),
-                {"id": _digest(secret), "now": rt.clock()},
-            )
-            return result.first()
-
-    # Every request starts here: after a database restart the first read meets a pooled
-    # connection the server closed (the pool is then renewed); one more try spares that request
-    # a 503 without a pre-ping round trip on every checkout.
-    row = await retrying(read, attempts=2)
-    return Session(int(row.user_id), str(row.csrf)) if row else None
+    # Every request starts here: one autocommit read on `rt.pg` (desk.reads), which tries once
+    # more after a connection the server closed (a database restart) instead of pinging.
+    found = await reads.session(rt.pg, secret, rt.clock())
+    return Session(*found) if found else None
 
 
 async def revoke(rt: Runtime, secret: str) -> None:

@@ -18,18 +18,26 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from functools import lru_cache
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
+from graphql import GraphQLError, parse
+from graphql.language import (
+    FieldNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    StringValueNode,
+    VariableNode,
+)
+from graphql.language import OperationType as OperationTypeNode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
-from desk.fastread import ReadPool
+from desk import lookups
 from desk.settings import Env, Settings
 from schema.context import Identify, build_context
 from schema.errors import (
@@ -145,8 +153,8 @@ async def _post(
     query, variables, name = operation
     state = request.app.state
     try:
-        reads = getattr(state, "read_pool", None)
-        context = await build_context(state.runtime, request, rid, identify, reads)
+        task_id = status_read(query, variables)
+        context = await build_context(state.runtime, request, rid, identify, task_id)
         result = await schema.execute(
             query,
             variable_values=variables,
@@ -166,6 +174,47 @@ async def _post(
         log.exception("graphql [%s] request failed", rid)
         return _refuse(500, INTERNAL, masked_message(rid), rid)
     return _answer(result.data, result.errors or [], rid, prod, state.settings)
+
+
+def status_read(query: str, variables: dict[str, Any] | None) -> int | None:
+    """The task id when the operation is only `task(id: …)` (the status read every open page
+    polls), else None: then the caller and the task are read in one statement, not two."""
+    if len(query) > STATUS_READ_MAX or "task" not in query:
+        return None
+    argument = _status_read_argument(query)
+    if argument is None:
+        return None
+    is_variable, value = argument
+    raw = (variables or {}).get(value) if is_variable else value
+    return lookups.parse_id(raw) if isinstance(raw, str | int) else None
+
+
+STATUS_READ_MAX = 2000  # a status read is one short query; longer documents are not looked at
+
+
+@lru_cache(maxsize=64)
+def _status_read_argument(query: str) -> tuple[bool, str] | None:
+    """For a document of one query whose one field is `task(id: …)`: (whether `id` is a
+    variable, its name or literal value). Cached: clients send the same few documents."""
+    try:
+        document = parse(query)
+    except GraphQLError:
+        return None  # Strawberry reports it
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1 or operations[0].operation is not OperationTypeNode.QUERY:
+        return None
+    fields = operations[0].selection_set.selections
+    if len(fields) != 1 or not isinstance(fields[0], FieldNode) or fields[0].name.value != "task":
+        return None
+    arguments = fields[0].arguments or ()
+    if len(arguments) != 1 or arguments[0].name.value != "id":
+        return None
+    value = arguments[0].value
+    if isinstance(value, VariableNode):
+        return True, value.name.value
+    if isinstance(value, StringValueNode | IntValueNode):
+        return False, value.value
+    return None
 
 
 def _unavailable(rid: str) -> Response:
@@ -197,8 +246,7 @@ def _answer(
 
 def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     """The `/graphql` route for the app factory to include; `identify` tells who calls (the
-    app's session cookie and API tokens). Its lifespan (run inside the app's, after the Runtime
-    is open) keeps the pool of the hot status read."""
+    app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads)."""
     prod = settings.taskdesk_env is Env.PROD
     schema = build_schema(prod)
     ide = None if prod else _ide_html()
@@ -212,17 +260,7 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
         msg = "Use POST with a JSON body; queries over GET are not accepted."
         return _refuse(405, "METHOD_NOT_ALLOWED", msg, rid, Allow="POST")
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        reads = ReadPool(settings)
-        await reads.open()
-        app.state.read_pool = reads
-        try:
-            yield
-        finally:
-            await reads.close()
-
-    router = APIRouter(lifespan=lifespan)
+    router = APIRouter()
     # A plain Starlette route: no dependency injection on the hot path.
     router.add_route(PATH, graphql, methods=["GET", "POST"], include_in_schema=False)
     return router

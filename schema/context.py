@@ -22,9 +22,8 @@ from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk import lookups, reminders, throttle, tickets
+from desk import lookups, reads, reminders, throttle, tickets
 from desk.errors import DeskError, RateLimited, Unauthenticated
-from desk.fastread import ReadPool
 from desk.models import BackgroundTask, Ticket
 from desk.runtime import Runtime
 from schema.errors import fail, problem, too_large
@@ -39,8 +38,13 @@ class Caller(Protocol):
     def user_id(self) -> int: ...
 
 
-# (runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad token.
-Identify = Callable[[Runtime, HTTPConnection], Awaitable[Caller | None]]
+class Identify(Protocol):
+    """(runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad
+    token. With `task_id` it may read that task with the session (`caller.task`, a TaskHit)."""
+
+    def __call__(
+        self, rt: Runtime, conn: HTTPConnection, task_id: int | None = None
+    ) -> Awaitable[Caller | None]: ...
 
 
 Member = tuple[int, str, str, str]  # user id, display name, email, role (tickets.team_members)
@@ -105,9 +109,9 @@ class Context:
     rt: Runtime
     request: HTTPConnection | None
     request_id: str
-    reads: ReadPool | None = None  # the hot status read's pool; None outside the web app
     caller: Caller | None = None
     auth_error: Unauthenticated | None = None
+    tasks_read: dict[int, reads.TaskHit] = field(default_factory=dict)  # read with the caller
     _loaders: Loaders | None = field(default=None, repr=False)
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
     _spent: int = field(default=0, repr=False)
@@ -152,13 +156,20 @@ async def build_context(
     request: HTTPConnection,
     request_id: str,
     identify: Identify,
-    reads: ReadPool | None = None,
+    task_id: int | None = None,
 ) -> Context:
-    ctx = Context(rt=rt, request=request, request_id=request_id, reads=reads)
+    """`task_id`: the operation is a status read of that task (`schema.app.status_read`): the
+    caller and the task are read together, and `task(id)` uses that read."""
+    ctx = Context(rt=rt, request=request, request_id=request_id)
     try:
-        ctx.caller = await identify(rt, request)
+        ctx.caller = (
+            await identify(rt, request, task_id) if task_id else await identify(rt, request)
+        )
     except Unauthenticated as exc:
         ctx.auth_error = exc
+    hit = getattr(ctx.caller, "task", None)
+    if task_id is not None and isinstance(hit, reads.TaskHit):
+        ctx.tasks_read[task_id] = hit
     return ctx
 
 

@@ -10,10 +10,10 @@ import strawberry
 from strawberry import ID, Private
 from strawberry.scalars import JSON
 
-from desk import lookups, reminders, task_rules, tasks
+from desk import lookups, reads, reminders, task_rules, tasks
 from desk.errors import NotFound, ValidationProblem
-from desk.fastread import TaskView
 from desk.models import BackgroundTask, TaskKind, TaskStatus
+from desk.reads import TaskRow
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
 from schema.tickets import TicketFilterInput
@@ -59,7 +59,7 @@ class Task:
     ticket_id: Private[int | None]
 
     @classmethod
-    def from_model(cls, t: BackgroundTask | TaskView, now: datetime, viewer_id: int) -> Task:
+    def from_model(cls, t: BackgroundTask | TaskRow, now: datetime, viewer_id: int) -> Task:
         """`t` must be a task `viewer_id` may see (desk returned it to them)."""
         return cls(
             id=ID(str(t.id)),
@@ -180,17 +180,6 @@ def _ticket_id(value: ID) -> int:
     return ticket_id
 
 
-async def _visible_task(
-    ctx: Context, user_id: int, task_id: int
-) -> BackgroundTask | TaskView | None:
-    if ctx.reads is not None:  # the web app's hot-read pool
-        return await ctx.reads.visible_task(user_id, task_id)
-    try:  # outside the web app: the ordinary read, same rule
-        return await tasks.get_task(ctx.rt, user_id, task_id)
-    except NotFound:
-        return None
-
-
 @strawberry.type
 class TaskQuery:
     @strawberry.field(description="One task by id; null when missing or not yours to see.")
@@ -200,9 +189,11 @@ class TaskQuery:
         task_id = lookups.parse_id(id)
         if task_id is None:
             return None
-        async with ctx.slot():
-            row = await _visible_task(ctx, user_id, task_id)
-        return Task.from_model(row, ctx.now(), user_id) if row else None
+        hit = ctx.tasks_read.get(task_id)  # read with the caller's session (a status read)
+        if hit is None:
+            async with ctx.slot():
+                hit = await reads.task(ctx.rt.pg, user_id, task_id)
+        return Task.from_model(hit.task, ctx.now(), user_id) if hit.task else None
 
     @strawberry.field(description="A team's tasks you may see, newest first.")
     async def tasks(

@@ -7,19 +7,19 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
-from desk import health, inputs, notifications
+from desk import health, inputs, notifications, reads
 from desk.errors import ValidationProblem
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
-from ui.viewer import FragmentViewer, PageViewer
+from ui.viewer import BellViewer, FragmentViewer, PageViewer
 
 router = APIRouter(route_class=UiRoute)
 
 
 @router.get("/notifications/badge")
-async def bell(request: Request, rt: RuntimeDep, v: FragmentViewer, seen: int = -1) -> Response:
+async def bell(request: Request, rt: RuntimeDep, v: BellViewer, seen: int = -1) -> Response:
     """The unread count; when it grew since the last poll (`seen`), the newest one as a toast."""
-    unread = await notifications.unread_count(rt, v.user_id)
+    unread = v.unread if v.unread is not None else await reads.unread_count(rt.pg, v.user_id)
     toast = None
     if 0 <= seen < unread:
         page = await notifications.list_notifications(rt, v.user_id, unread_only=True, first=1)

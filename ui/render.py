@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
 from ui import i18n, texts
 
@@ -54,6 +54,9 @@ def environment(locale: str) -> Environment:
         extensions=["jinja2.ext.i18n"],
         trim_blocks=True,
         lstrip_blocks=True,
+        # Templates ship with the code: no stat of every file on every render to spot an edit
+        # (a changed template needs a restart, as a changed module does).
+        auto_reload=False,
     )
     catalog = i18n.catalog(locale)
     env.install_gettext_translations(catalog, newstyle=True)  # type: ignore[attr-defined]
@@ -70,10 +73,16 @@ def environment(locale: str) -> Environment:
     return env
 
 
+@cache
+def _template(locale: str, name: str) -> Template:
+    """Compiled once per locale and name (Jinja's own cache adds a lock and an LRU per call)."""
+    return environment(locale).get_template(name)
+
+
 def render_html(
     locale: str, name: str, context: Mapping[str, Any], block: str | None = None
 ) -> str:
-    template = environment(locale).get_template(name)
+    template = _template(locale, name)
     if block is None:
         return template.render(context)
     return "".join(template.blocks[block](template.new_context(dict(context))))

@@ -1,18 +1,23 @@
-"""Task lists as the pages show them: rows built from `desk.tasks`, reminder rows titled by ticket."""
+"""Task lists as the pages show them: rows read through `desk.reads` (one statement per list or
+row), reminder rows titled by their ticket."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from desk import lanes, tasks, tickets
+from desk import reads
 from desk.errors import NotFound
 from desk.models import BackgroundTask, TaskKind, TaskStatus
+from desk.reads import TaskHit, TaskRow
 from desk.runtime import Runtime
 from ui import taskview
 from ui.taskview import TaskView
 
 PANEL_SIZE = 8
 PAGE_SIZE = 50
+
+Task = TaskRow | BackgroundTask
 
 
 @dataclass
@@ -27,27 +32,33 @@ class TaskListView:
     watch_url: str = "/tasks"  # where the "anything newer?" check asks
 
 
-async def ticket_titles(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> dict[int, str]:
-    titles: dict[int, str] = {}
-    for tid in {t.ticket_id for t in items if t.kind == TaskKind.REMINDER and t.ticket_id}:
-        try:
-            titles[tid] = (await tickets.get_ticket(rt, user_id, tid)).title
-        except NotFound:
-            continue  # deleted since, or no longer visible: the row shows the number only
-    return titles
+async def ticket_titles(rt: Runtime, user_id: int, items: Sequence[Task]) -> dict[int, str]:
+    """Titles of the reminders' tickets `user_id` may see (a deleted or hidden one: left out,
+    the row shows the number only)."""
+    ids = {t.ticket_id for t in items if t.kind == TaskKind.REMINDER and t.ticket_id}
+    return await reads.ticket_titles(rt.pg, user_id, sorted(ids))
 
 
-async def paused_lanes(rt: Runtime, items: list[BackgroundTask]) -> frozenset[str]:
+async def paused_lanes(rt: Runtime, items: Sequence[Task]) -> frozenset[str]:
     """Lanes an operator paused, read only when a row waits (the rows then say so)."""
     if not any(t.status == TaskStatus.WAITING for t in items):
         return frozenset()
-    async with rt.engine.connect() as conn:
-        return frozenset(await lanes.paused_lanes(conn))
+    return await reads.paused_lanes(rt.pg)
 
 
-async def views(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> list[TaskView]:
-    titles = await ticket_titles(rt, user_id, items)
-    paused = await paused_lanes(rt, items)
+async def views(
+    rt: Runtime,
+    user_id: int,
+    items: Sequence[Task],
+    *,
+    titles: dict[int, str] | None = None,
+    paused: frozenset[str] | None = None,
+) -> list[TaskView]:
+    """Rows for `items`; `titles` and `paused` when the caller read them already."""
+    if titles is None:
+        titles = await ticket_titles(rt, user_id, items)
+    if paused is None:
+        paused = await paused_lanes(rt, items)
     now = rt.clock()
     return [
         taskview.build(
@@ -61,16 +72,21 @@ async def views(rt: Runtime, user_id: int, items: list[BackgroundTask]) -> list[
     ]
 
 
-async def row(rt: Runtime, user_id: int, task_id: int, since: float | None) -> TaskView:
-    task = await tasks.get_task(rt, user_id, task_id)
-    titles = await ticket_titles(rt, user_id, [task])
+async def row(
+    rt: Runtime, user_id: int, task_id: int, since: float | None, *, found: TaskHit | None = None
+) -> TaskView:
+    """The row of a task `user_id` may see (NotFound otherwise, as for a missing one). `found`:
+    the same read done already (`Viewer.task`, read with the session)."""
+    hit = found if found is not None else await reads.task(rt.pg, user_id, task_id)
+    if hit.task is None:
+        raise NotFound("Task not found.")
     return taskview.build(
-        task,
+        hit.task,
         viewer_id=user_id,
         now=rt.clock(),
         since=since,
-        ticket_title=titles.get(task.ticket_id or 0),
-        paused_lanes=await paused_lanes(rt, [task]),
+        ticket_title=hit.ticket_title,
+        paused_lanes=hit.paused_lanes,
     )
 
 
@@ -84,8 +100,8 @@ async def task_list(
     kind: TaskKind | None = None,
     watch_url: str = "/tasks",
 ) -> TaskListView:
-    page = await tasks.list_tasks(rt, user_id, team_id, first=limit, after=after, kind=kind)
-    rows = await views(rt, user_id, page.items)
+    page = await reads.list_tasks(rt.pg, user_id, team_id, first=limit, after=after, kind=kind)
+    rows = await views(rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes)
     newest = max((r.id for r in rows), default=0)
     return TaskListView(
         rows,
@@ -103,5 +119,4 @@ async def anything_newer(
     rt: Runtime, user_id: int, team_id: int, newest: int, *, kind: TaskKind | None = None
 ) -> bool:
     """One indexed read: is there a visible task with an id above the newest one shown?"""
-    page = await tasks.list_tasks(rt, user_id, team_id, first=1, newer_than=newest, kind=kind)
-    return bool(page.items)
+    return await reads.anything_newer(rt.pg, user_id, team_id, newest, kind=kind)

@@ -73,7 +73,7 @@ async def task_row(
     since: Annotated[float | None, Query(ge=0)] = None,
 ) -> HTMLResponse:
     """One task: its row for htmx (the polling answer), a small page otherwise."""
-    row = await task_lists.row(rt, v.user_id, task_id, since)
+    row = await task_lists.row(rt, v.user_id, task_id, since, found=v.task)
     if is_htmx(request):
         return render(
             request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)

@@ -3,8 +3,9 @@
 An import's row also carries its file name, mode and counts, and offers the rejected-rows report
 once it has ended with any.
 
-Everything here is presentation over a `BackgroundTask` the desk returned (so already visible to
-the viewer); the status words come from `desk.tasks.status_label`.
+Everything here is presentation over a task the desk returned (so already visible to the
+viewer): a `desk.reads.TaskRow` or a `BackgroundTask`; the status words come from
+`desk.task_rules.status_label`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from desk import filters, lanes, task_rules
 from desk.errors import ValidationProblem
 from desk.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
+from desk.reads import TaskRow
 from ui import polling
 
 KIND_LABELS = {
@@ -58,9 +60,12 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) else int(str(value or 0))
 
 
+Task = TaskRow | BackgroundTask
+
+
 @dataclass
 class TaskView:
-    task: BackgroundTask
+    task: Task
     label: str
     kind: str
     covers: str
@@ -104,7 +109,7 @@ ETA_MIN_FRACTION = 0.05
 ETA_MIN_SECONDS = 5.0
 
 
-def _eta(task: BackgroundTask, now: datetime) -> int | None:
+def _eta(task: Task, now: datetime) -> int | None:
     """Seconds left at the rate so far; only while running, ≥ 5 % done and ≥ 5 s in."""
     if task.status != TaskStatus.RUNNING or not task.progress_total or not task.started_at:
         return None
@@ -118,7 +123,7 @@ def _eta(task: BackgroundTask, now: datetime) -> int | None:
 
 
 def build(
-    task: BackgroundTask,
+    task: Task,
     *,
     viewer_id: int,
     now: datetime,

@@ -15,10 +15,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import Depends, Request
 
-from api.auth import RuntimeDep, read_session
-from desk import inputs, users
+from api.auth import RuntimeDep, remember_session, session_secret
+from desk import inputs, reads, users
 from desk.errors import NotFound
-from desk.models import Role, User
+from desk.models import Role
+from desk.reads import Person, TaskHit
 from desk.runtime import Runtime
 from desk.users import TeamRole
 from ui import i18n
@@ -64,16 +65,19 @@ def zone(name: str | None) -> ZoneInfo:
 
 @dataclass
 class Viewer:
-    user: User
+    user: Person
     csrf: str
     locale: str
     tz: ZoneInfo
     team_id: int | None  # the preferred team; membership is checked by desk on every call
     teams: list[TeamRole] = field(default_factory=list)  # loaded for whole pages only
+    # A GET of `/tasks/{task_id}…` reads that task with the session (desk.reads.viewer): one
+    # statement for the polled row; `ui.task_lists.row(..., found=v.task)` uses it.
+    task: TaskHit | None = None
+    unread: int | None = None  # read with the session for the bell (`bell_viewer`)
 
     @property
     def user_id(self) -> int:
-        assert self.user.id is not None
         return self.user.id
 
     def require_team(self) -> int:
@@ -109,40 +113,72 @@ def _current_url(request: Request) -> str:
     return request.url.path + query
 
 
-async def _viewer(rt: Runtime, request: Request) -> Viewer:
-    session = await read_session(rt, request)
-    user = await users.get_user(rt, session.user_id) if session else None
-    if session is None or user is None:
-        raise LoginRequired(_current_url(request))
+def _prefetch_task(request: Request) -> int | None:
+    """The task a GET fragment is about (`/tasks/{task_id}`), read with the session."""
+    if request.method != "GET":
+        return None  # a change (cancel, retry) reads the row afresh after it
+    raw = request.path_params.get("task_id")
+    return inputs.optional_id(raw) if isinstance(raw, str) else None
+
+
+async def _viewer(rt: Runtime, request: Request, *, teams: bool, unread: bool = False) -> Viewer:
+    """One statement: the session, its user, their teams (when asked or when no team is
+    chosen) and the task the request is about, if any."""
     # A preference, not a credential: anything but a plain id is ignored (the first team is used).
     team_id = inputs.optional_id(request.cookies.get(TEAM_COOKIE, ""))
+    with_teams = teams or team_id is None
+    secret = session_secret(rt, request)
+    found = None
+    if secret:
+        task_id = _prefetch_task(request)
+        found = await reads.viewer(
+            rt.pg, secret, rt.clock(), teams=with_teams, task_id=task_id, unread=unread
+        )
+    remember_session(request, found.person.id if found else None, found.csrf if found else "")
+    if found is None:
+        raise LoginRequired(_current_url(request))
+    user = found.person
     viewer = Viewer(
         user=user,
-        csrf=session.csrf,
+        csrf=found.csrf,
         locale=i18n.pick(user.locale, request.headers.get("accept-language")),
         tz=zone(user.timezone),
         team_id=team_id,
+        task=found.task,
+        unread=found.unread,
     )
+    if found.teams is not None:
+        _choose_team(viewer, [TeamRole(t.team_id, t.team_name, t.role) for t in found.teams])
     request.state.viewer = viewer  # error pages show the same header
     return viewer
 
 
 async def fragment_viewer(request: Request, rt: RuntimeDep) -> Viewer:
-    """For polled fragments: one read of the user; the team list only when no team is chosen."""
-    viewer = await _viewer(rt, request)
-    return await load_teams(rt, viewer) if viewer.team_id is None else viewer
+    """For polled fragments: the user; the team list only when no team is chosen."""
+    return await _viewer(rt, request, teams=False)
+
+
+async def bell_viewer(request: Request, rt: RuntimeDep) -> Viewer:
+    """For the notification bell: the fragment viewer and the unread count, one statement."""
+    return await _viewer(rt, request, teams=False, unread=True)
 
 
 async def page_viewer(request: Request, rt: RuntimeDep) -> Viewer:
     """For whole pages: also the user's teams, and a valid current team when they have one."""
-    return await load_teams(rt, await _viewer(rt, request))
+    return await _viewer(rt, request, teams=True)
 
 
-async def load_teams(rt: Runtime, viewer: Viewer) -> Viewer:
-    viewer.teams = await users.teams_of(rt, viewer.user_id)
+def _choose_team(viewer: Viewer, teams: list[TeamRole]) -> Viewer:
+    viewer.teams = teams
     if viewer.team is None:
         viewer.team_id = viewer.teams[0].team_id if viewer.teams else None
     return viewer
+
+
+async def load_teams(rt: Runtime, viewer: Viewer) -> Viewer:
+    if viewer.teams:
+        return viewer  # read with the session already
+    return _choose_team(viewer, await users.teams_of(rt, viewer.user_id))
 
 
 async def viewer_for_error(request: Request) -> None:
@@ -159,4 +195,5 @@ async def viewer_for_error(request: Request) -> None:
 
 
 FragmentViewer = Annotated[Viewer, Depends(fragment_viewer)]
+BellViewer = Annotated[Viewer, Depends(bell_viewer)]
 PageViewer = Annotated[Viewer, Depends(page_viewer)]

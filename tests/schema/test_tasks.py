@@ -130,7 +130,8 @@ async def test_cancel_a_waiting_export(api, rt, world) -> None:
 
 @pytest.mark.parametrize("who", ["admin", "staff", "customer", "customer2", "outsider"])
 async def test_hot_read_agrees_with_the_ordinary_read(api, rt, world, who) -> None:
-    """task(id) in the app uses desk.fastread; outside it, desk.tasks.get_task. Same answers."""
+    """task(id) over HTTP and run in-process (no web app around it) give the same answers;
+    desk.reads against desk.tasks.get_task is tests/desk/test_reads.py."""
     scene = await make_scene(rt, world)
     schema = build_schema()
     user = getattr(world, who)
