@@ -100,3 +100,12 @@ class Pg:
                     raise
                 await self._pool.check()  # only after a failure: hot reads never pay a ping
         raise AssertionError("unreachable")
+
+    async def tag(self, setting: str, value: str) -> None:
+        """Give every connection the session setting `setting` = `value` (a worker's id, which
+        the task event log's trigger records); connections already open are replaced."""
+        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
+        escaped = value.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's `options` syntax
+        kwargs["options"] = f"{kwargs.get('options', '')} -c {setting}={escaped}".strip()
+        self._pool.kwargs = kwargs
+        await self._pool.drain()

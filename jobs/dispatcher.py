@@ -13,7 +13,7 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 
-from desk import ledger
+from desk import ledger_sends
 from desk.queue import Send
 from desk.runtime import Runtime
 
@@ -26,7 +26,7 @@ async def _batch(rt: Runtime, now: datetime) -> tuple[list[int], int, bool]:
     """One batch: (ids reserved, how many Redis took, Redis reachable)."""
     s = rt.settings
     async with rt.engine.begin() as conn:
-        due = await ledger.claim_due(
+        due = await ledger_sends.claim_due(
             conn,
             now=now,
             lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
@@ -41,7 +41,7 @@ async def _batch(rt: Runtime, now: datetime) -> tuple[list[int], int, bool]:
     failed = [d for d, ok in zip(due, sent.accepted, strict=True) if not ok]
     if failed:
         async with rt.engine.begin() as conn:
-            await ledger.unsend(conn, failed)
+            await ledger_sends.unsend(conn, failed)
     return [d.task_id for d in due], len(due) - len(failed), sent.reachable
 
 
@@ -59,7 +59,7 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
     if await epoch:
         # Sent messages may be gone: resend all (each resend removes its predecessor).
         async with rt.engine.begin() as conn:
-            forgotten = await ledger.forget_sends(conn, keep=reserved)
+            forgotten = await ledger_sends.forget_sends(conn, keep=reserved)
         log.warning("Redis lost its data (no epoch key): resending %d waiting task(s)", forgotten)
     elif len(reserved) < BATCH or not reachable:
         return total
