@@ -308,26 +308,10 @@ async def complete(
 
 @tracing.traced("taskdesk.finish")
 async def finish(
-    conn: AsyncConnection,
-    task_id: int,
-    execution_id: str,
-    *,
-    now: datetime,
-    summary: str,
-    summary_key: str | None = None,
-    summary_params: dict[str, Any] | None = None,
-    skipped: bool = False,
-    expires_at: datetime | None = None,
-    result_bytes: int | None = None,
-    current: int | None = None,
-    message: str | None = None,
-    stats: dict[str, int] | None = None,
+    conn: AsyncConnection, task_id: int, execution_id: str, *, now: datetime, **fields: Any
 ) -> Row | None:
     """`complete` inside the caller's transaction (with the side effects it commits)."""
-    params = _finish_params(
-        task_id, execution_id, now, summary, summary_key, summary_params, skipped,
-        expires_at, result_bytes, current, message, stats,
-    )  # fmt: skip
+    params = _finish_params(task_id, execution_id, now, **fields)
     found = (await conn.exec_driver_sql(_FINISH, params)).first()
     return telemetry.ended(Row(**found._mapping) if found else None)
 
