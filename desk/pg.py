@@ -103,9 +103,22 @@ class Pg:
 
     async def tag(self, setting: str, value: str) -> None:
         """Give every connection the session setting `setting` = `value` (a worker's id, which
-        the task event log's trigger records); connections already open are replaced."""
-        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
+        the task event log's trigger records). Call it before use: the pool is replaced by one
+        whose every connection is opened with the setting (no connection opened before can
+        slip through), and opens in the background as `open` does."""
+        old = self._pool
+        kwargs = dict(old.kwargs) if isinstance(old.kwargs, dict) else {}
         escaped = value.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's `options` syntax
         kwargs["options"] = f"{kwargs.get('options', '')} -c {setting}={escaped}".strip()
-        self._pool.kwargs = kwargs
-        await self._pool.drain()
+        self._pool = AsyncConnectionPool(
+            old.conninfo,
+            min_size=old.min_size,
+            max_size=old.max_size,
+            kwargs=kwargs,
+            timeout=old.timeout,
+            max_lifetime=old.max_lifetime,
+            open=False,
+            name=old.name,
+        )
+        await old.close()
+        await self._pool.open(wait=False)
