@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from bench import env
 from bench.harness import Ctx, clear_namespace, load_people, runtime
 from bench.stats import Row, Target, percentile
-from desk import ledger
+from desk import ledger_sends
 from desk.queue import epoch_key
 from desk.runtime import Runtime
 from jobs import dispatcher
@@ -79,7 +79,7 @@ async def _claim_only(rt: Runtime) -> float:
     s = rt.settings
     async with rt.engine.connect() as conn, conn.begin() as tx:
         began = time.perf_counter()
-        await ledger.claim_due(
+        await ledger_sends.claim_due(
             conn,
             now=rt.clock(),
             lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),

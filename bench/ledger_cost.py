@@ -1,11 +1,11 @@
 """`python -m bench.ledger_cost`: what one task's two ledger writes cost a worker, and what a
 leaner path would cost (an experiment behind the pipeline and start-latency rows).
 
-Ours: `jobs.execution._claim` + `ledger.finish` as the worker runs them — each an
-`engine.begin()` transaction through SQLAlchemy (pool pre-ping `;`, BEGIN, UPDATE … RETURNING *,
-COMMIT: four round trips) building a `BackgroundTask`. Lean: the same two UPDATEs as single
-autocommit statements on a plain psycopg pool without a ping (one round trip each, rows as
-tuples). Both sides claim and finish N queued NOOP tasks with 10 at a time (the worker's
+Ours: `jobs.execution.claim_task` + `ledger_run.complete` as the worker runs them (since
+issue 11 each one fenced autocommit statement on `rt.pg`, answering with a frozen `Row`; before,
+an `engine.begin()` transaction through SQLAlchemy of four round trips building a
+`BackgroundTask`). Lean: the two bare UPDATEs as single autocommit statements on a plain psycopg
+pool without a ping (one round trip each, rows as tuples). Both sides claim and finish N queued NOOP tasks with 10 at a time (the worker's
 concurrency); prints CPU and wall time per task for each, alternately, three times.
 """
 
@@ -23,9 +23,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench import env
 from bench.harness import load_people, runtime
-from desk import ledger
+from desk import ledger_run
 from desk.runtime import Runtime
-from jobs.execution import _claim
+from jobs.execution import claim_task
 
 CLAIM = (
     "UPDATE background_task SET status = 'RUNNING', execution_id = %s, attempts = attempts + 1, "
@@ -54,10 +54,9 @@ async def _queued(rt: Runtime, n: int) -> list[int]:
 
 
 async def _ours(rt: Runtime, task_id: int) -> None:
-    claimed = await _claim(rt, task_id, 1)
+    claimed = await claim_task(rt, task_id, 1)
     assert claimed is not None
-    async with rt.engine.begin() as conn:
-        await ledger.finish(conn, task_id, claimed[1], now=rt.clock(), summary="Done.")
+    await ledger_run.complete(rt.pg, task_id, claimed[1], now=rt.clock(), summary="Done.")
 
 
 def _lean(pool: AsyncConnectionPool) -> object:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from desk import ledger
+from desk import ledger_sends
+from desk.ledger_run import Row
 from desk.models import BackgroundTask
 from desk.queue import Send
 from desk.runtime import Runtime
 
 
-async def send_now(rt: Runtime, task: BackgroundTask) -> bool:
+async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
     """Hand the task to arq now (deferred when it is due later); True if Redis took it."""
     now = rt.clock()
     s = rt.settings
@@ -24,12 +25,13 @@ async def send_now(rt: Runtime, task: BackgroundTask) -> bool:
     ):
         return False  # the dispatcher sends it when it comes within the look-ahead
     assert task.id is not None
-    due: ledger.Due | None
+    due: ledger_sends.Due | None
     if task.dispatched_at is not None and task.sends > 0:
-        due = ledger.Due(task.id, task.run, task.run_at, task.sends, task.kind)  # the insert's
+        # the insert's own send
+        due = ledger_sends.Due(task.id, task.run, task.run_at, task.sends, task.kind)
     else:
         async with rt.engine.begin() as conn:
-            due = await ledger.reserve_send(
+            due = await ledger_sends.reserve_send(
                 conn, task.id, task.run, now=now, team_max=s.long_team_max_running
             )
     if due is None:
@@ -37,6 +39,6 @@ async def send_now(rt: Runtime, task: BackgroundTask) -> bool:
     sent = await rt.queue.send_many([Send(due.task_id, due.run, due.send, due.lane, due.run_at)])
     if not sent.accepted[0]:
         async with rt.engine.begin() as conn:
-            await ledger.unsend(conn, [due])
+            await ledger_sends.unsend(conn, [due])
         return False
     return True

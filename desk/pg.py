@@ -100,3 +100,25 @@ class Pg:
                     raise
                 await self._pool.check()  # only after a failure: hot reads never pay a ping
         raise AssertionError("unreachable")
+
+    async def tag(self, setting: str, value: str) -> None:
+        """Give every connection the session setting `setting` = `value` (a worker's id, which
+        the task event log's trigger records). Call it before use: the pool is replaced by one
+        whose every connection is opened with the setting (no connection opened before can
+        slip through), and opens in the background as `open` does."""
+        old = self._pool
+        kwargs = dict(old.kwargs) if isinstance(old.kwargs, dict) else {}
+        escaped = value.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's `options` syntax
+        kwargs["options"] = f"{kwargs.get('options', '')} -c {setting}={escaped}".strip()
+        self._pool = AsyncConnectionPool(
+            old.conninfo,
+            min_size=old.min_size,
+            max_size=old.max_size,
+            kwargs=kwargs,
+            timeout=old.timeout,
+            max_lifetime=old.max_lifetime,
+            open=False,
+            name=old.name,
+        )
+        await old.close()
+        await self._pool.open(wait=False)

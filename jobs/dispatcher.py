@@ -13,7 +13,7 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 
-from desk import ledger
+from desk import ledger_sends
 from desk.queue import Send
 from desk.runtime import Runtime
 
@@ -22,11 +22,11 @@ BATCH = 1000  # one Redis round trip sends a whole batch
 MAX_BATCHES = 20  # per pass; what is left waits for the next pass
 
 
-async def _batch(rt: Runtime, now: datetime) -> tuple[list[int], int, bool]:
-    """One batch: (ids reserved, how many Redis took, Redis reachable)."""
+async def _claim(rt: Runtime, now: datetime) -> list[ledger_sends.Due]:
+    """Reserve the next batch of sends in the ledger (one transaction)."""
     s = rt.settings
     async with rt.engine.begin() as conn:
-        due = await ledger.claim_due(
+        return await ledger_sends.claim_due(
             conn,
             now=now,
             lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
@@ -34,15 +34,18 @@ async def _batch(rt: Runtime, now: datetime) -> tuple[list[int], int, bool]:
             limit=BATCH,
             team_max=s.long_team_max_running,
         )
+
+
+async def _send(rt: Runtime, due: list[ledger_sends.Due]) -> tuple[int, bool]:
+    """Hand a batch to Redis in one round trip: (how many Redis took, Redis reachable)."""
     if not due:
-        return [], 0, True
-    sends = [Send(d.task_id, d.run, d.send, d.lane, d.run_at) for d in due]
-    sent = await rt.queue.send_many(sends)
+        return 0, True
+    sent = await rt.queue.send_many([Send(d.task_id, d.run, d.send, d.lane, d.run_at) for d in due])
     failed = [d for d, ok in zip(due, sent.accepted, strict=True) if not ok]
     if failed:
         async with rt.engine.begin() as conn:
-            await ledger.unsend(conn, failed)
-    return [d.task_id for d in due], len(due) - len(failed), sent.reachable
+            await ledger_sends.unsend(conn, failed)
+    return len(due) - len(failed), sent.reachable
 
 
 async def run_once(rt: Runtime, now: datetime | None = None) -> int:
@@ -51,21 +54,37 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
     # The epoch check runs beside the first claim: a pass costs max(SQL, Redis), not the sum.
     epoch = asyncio.create_task(rt.queue.mark_epoch())
     try:
-        reserved, total, reachable = await _batch(rt, now)
+        due = await _claim(rt, now)
     except BaseException:
         if await epoch:
             await rt.queue.clear_epoch()  # noticed, but not acted on: the next pass must see it
         raise
-    if await epoch:
+    lost = bool(await epoch)
+    if lost:
         # Sent messages may be gone: resend all (each resend removes its predecessor).
         async with rt.engine.begin() as conn:
-            forgotten = await ledger.forget_sends(conn, keep=reserved)
+            forgotten = await ledger_sends.forget_sends(conn, keep=[d.task_id for d in due])
         log.warning("Redis lost its data (no epoch key): resending %d waiting task(s)", forgotten)
-    elif len(reserved) < BATCH or not reachable:
-        return total
-    for _ in range(MAX_BATCHES - 1):
-        reserved, taken, reachable = await _batch(rt, now)
+    total = 0
+    for batch in range(MAX_BATCHES):
+        # Only a full batch (or the sends just forgotten) can leave more due: the next claim
+        # then overlaps this batch's Redis round trip, and a pass with fewer due rows makes no
+        # second, empty claim.
+        again = len(due) == BATCH or (lost and batch == 0)
+        more = asyncio.create_task(_claim(rt, now)) if again and batch < MAX_BATCHES - 1 else None
+        try:
+            taken, reachable = await _send(rt, due)
+        except BaseException:
+            if more is not None:
+                more.cancel()  # committed or not: its rows wait for the redelivery window
+            raise
         total += taken
-        if len(reserved) < BATCH or not reachable:
+        if more is None:
+            break
+        due = await more
+        if not reachable:
+            if due:  # Redis is away: hand the overlapping claim's reservations back at once
+                async with rt.engine.begin() as conn:
+                    await ledger_sends.unsend(conn, due)
             break
     return total

@@ -20,13 +20,12 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from desk import ledger, tracing
-from desk.db import describe_db_error, is_transient, retry_transient
+from desk import ledger_run, ledger_upkeep, tracing
+from desk.db import describe_db_error, is_transient, retrying
+from desk.delivery import send_now
+from desk.ledger_run import Row
 from desk.models import BackgroundTask
 from desk.runtime import Runtime
-from desk.tasks import kick
 from jobs.outcomes import Cancelled, DatabaseUnreachable, LostFence, Permanent
 
 log = logging.getLogger(__name__)
@@ -38,9 +37,10 @@ FAIL_PATIENCE = 600.0  # seconds a failed attempt waits for the database to reco
 class Execution:
     """Handed to a processor: the claimed task and fenced writes on its behalf."""
 
-    def __init__(self, rt: Runtime, task: BackgroundTask, execution_id: str) -> None:
+    def __init__(self, rt: Runtime, row: Row, execution_id: str) -> None:
         self.rt = rt
-        self.task = task
+        self.row = row  # what the claim returned: enough for the short lane's processors
+        self._task: BackgroundTask | None = None
         self.execution_id = execution_id
         self.lease = timedelta(seconds=rt.settings.lease_seconds)
         self.cancel_requested = False
@@ -48,25 +48,33 @@ class Execution:
         self._last_write = time.monotonic()
 
     @property
+    def task(self) -> BackgroundTask:
+        """The row as an ORM object, built on first use (for helpers that take one: exports,
+        imports); the NOOP and reminder paths read `row` and never pay for it."""
+        if self._task is None:
+            self._task = BackgroundTask(**{n: getattr(self.row, n) for n in Row.__slots__})
+        return self._task
+
+    @property
     def task_id(self) -> int:
-        assert self.task.id is not None
-        return self.task.id
+        return self.row.id
 
     def lease_left(self) -> float:
         """Seconds until the lease this execution last wrote runs out (as far as it knows)."""
         return self._last_write + self.lease.total_seconds() - time.monotonic()
 
     async def fenced(
-        self, write: Callable[[AsyncConnection], Awaitable[T]], *, patience: float | None = None
+        self, write: Callable[[], Awaitable[T]], *, patience: float | None = None
     ) -> T:
-        """Run `write` in one transaction, again on transient errors while the lease lasts
-        (or for `patience` seconds)."""
+        """Run `write` (one fenced statement, or one transaction), again on transient errors
+        while the lease lasts (or for `patience` seconds). A write whose reply was lost may have
+        committed: repeating it is safe only because its fence (execution id, RUNNING) makes
+        the repeat change nothing more (desk/ledger_run.py)."""
         delay = 0.05
         until = None if patience is None else time.monotonic() + patience
         while True:
             try:
-                async with self.rt.engine.begin() as conn:
-                    return await write(conn)
+                return await write()
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -78,10 +86,10 @@ class Execution:
                 delay = min(delay * 2, 1.0)
 
     async def _pulse(self, **fields: Any) -> None:
-        async def write(conn: AsyncConnection) -> ledger.Pulse:
+        async def write() -> ledger_run.Pulse:
             now = self.rt.clock()
-            return await ledger.progress(
-                conn, self.task_id, self.execution_id, now=now, lease=self.lease, **fields
+            return await ledger_run.pulse(
+                self.rt.pg, self.task_id, self.execution_id, now=now, lease=self.lease, **fields
             )
 
         pulse = await self.fenced(write)
@@ -119,18 +127,19 @@ class Execution:
         answers, then re-read the row. True: run the processor again in this execution;
         False: this execution's finish did commit after all."""
 
-        async def reread(conn: AsyncConnection) -> BackgroundTask | None:
-            row = await ledger.get(conn, self.task_id)
-            if (
-                row is not None
-                and row.status == "RUNNING"
-                and row.execution_id == self.execution_id
-            ):
-                await ledger.drop_chunks(conn, self.task_id, self.execution_id)
-                await ledger.progress(
-                    conn, self.task_id, self.execution_id, now=self.rt.clock(), lease=self.lease
-                )
-            return row
+        async def reread() -> Row | None:
+            async with self.rt.engine.begin() as conn:
+                row = await ledger_run.reread(conn, self.task_id)
+                if (
+                    row is not None
+                    and row.status == "RUNNING"
+                    and row.execution_id == self.execution_id
+                ):
+                    await ledger_upkeep.drop_chunks(conn, self.task_id, self.execution_id)
+                    await ledger_run.progress(
+                        conn, self.task_id, self.execution_id, now=self.rt.clock(), lease=self.lease
+                    )
+                return row
 
         row = await self.fenced(reread)
         self._last_write = time.monotonic()
@@ -140,7 +149,7 @@ class Execution:
             return False
         if row.status != "RUNNING":
             raise LostFence()
-        self.task = row  # an import goes on after the rows it committed
+        self.row, self._task = row, None  # an import goes on after the rows it committed
         return True
 
 
@@ -152,40 +161,40 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-@tracing.traced("taskdesk.claim")
-@retry_transient
 async def claim_task(
     rt: Runtime, task_id: int, run: int, *, team_max: int | None = None
-) -> tuple[BackgroundTask, str] | None:
-    """Claim a delivered task; `team_max` for the long lane (one team cannot fill it)."""
+) -> tuple[Row, str] | None:
+    """Claim a delivered task; `team_max` for the long lane (one team cannot fill it).
+
+    The execution id is chosen once, before any retry: a claim repeated after its reply was lost
+    finds the row it claimed and answers with it (the fence makes the repeat a no-op)."""
     execution_id = uuid.uuid4().hex
     lease = timedelta(seconds=rt.settings.lease_seconds)
-    if team_max is not None:
-        async with rt.engine.begin() as conn:
-            task = await ledger.claim(
-                conn, task_id, run, execution_id, now=rt.clock(), lease=lease, team_max=team_max
+
+    async def once() -> Row | None:
+        if team_max is not None:
+            return await ledger_run.claim_long(
+                rt.pg, task_id, run, execution_id, now=rt.clock(), lease=lease, team_max=team_max
             )
-        return (task, execution_id) if task else None
-    # One conditional UPDATE: autocommit spares the BEGIN and COMMIT round trips.
-    async with rt.engine.connect() as plain:
-        conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-        task = await ledger.claim(conn, task_id, run, execution_id, now=rt.clock(), lease=lease)
+        return await ledger_run.claim(
+            rt.pg, task_id, run, execution_id, now=rt.clock(), lease=lease
+        )
+
+    task = await retrying(once)
     return (task, execution_id) if task else None
 
 
-@tracing.traced("taskdesk.claim")
-@retry_transient
-async def claim_batch(
-    rt: Runtime, task_id: int, run: int, *, limit: int
-) -> list[tuple[BackgroundTask, str]]:
+async def claim_batch(rt: Runtime, task_id: int, run: int, *, limit: int) -> list[tuple[Row, str]]:
     """Claim a short-lane message; a REMINDER brings every other reminder due now with it
-    (up to `limit` in all). One autocommit statement."""
+    (up to `limit` in all). One autocommit statement (a repeat after a lost reply finds the
+    rows RUNNING and claims nothing: they are rescued when their lease runs out)."""
     lease = timedelta(seconds=rt.settings.lease_seconds)
-    async with rt.engine.connect() as plain:
-        conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-        tasks = await ledger.claim_reminders(
-            conn, task_id, run, uuid.uuid4().hex, now=rt.clock(), lease=lease, limit=limit
+    eid = uuid.uuid4().hex
+    tasks = await retrying(
+        lambda: ledger_run.claim_reminders(
+            rt.pg, task_id, run, eid, now=rt.clock(), lease=lease, limit=limit
         )
+    )
     # The delivered task first: a non-reminder is always alone.
     tasks.sort(key=lambda t: t.id != task_id)
     return [(t, t.execution_id or "") for t in tasks]
@@ -199,15 +208,15 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     if is_transient(exc):
         message = f"Database unreachable: {describe_db_error(exc)}"
 
-    async def write(conn: AsyncConnection) -> BackgroundTask | None:
+    async def write() -> Row | None:
         now = rt.clock()
         retry_at = None
         if retryable:
             s = rt.settings
-            wait = ledger.backoff(ex.task.attempts, s.retry_base_seconds, s.retry_max_seconds)
+            wait = ledger_run.backoff(ex.row.attempts, s.retry_base_seconds, s.retry_max_seconds)
             retry_at = now + wait
-        return await ledger.fail(
-            conn, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
+        return await ledger_run.fail(
+            rt.pg, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
         )
 
     # The database may still be away: wait for it (the fence decides who records the end).
@@ -215,11 +224,11 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     # also names the database as the cause.
     task = await ex.fenced(write, patience=FAIL_PATIENCE)
     if task is not None and task.status == "WAITING":
-        await kick(rt, task)
+        await send_now(rt, task)
     log.info(
         "task %s attempt %s failed (%s): %s",
         ex.task_id,
-        ex.task.attempts,
+        ex.row.attempts,
         "retry" if task and task.status == "WAITING" else "final",
         message,
     )
@@ -254,7 +263,7 @@ async def execute(rt: Runtime, processors: dict[str, Processor], task_id: int, r
 
 
 async def run_claimed(
-    rt: Runtime, processors: dict[str, Processor], task: BackgroundTask, execution_id: str
+    rt: Runtime, processors: dict[str, Processor], task: Row, execution_id: str
 ) -> str:
     ex = Execution(rt, task, execution_id)
     processor = processors.get(task.kind)
@@ -264,16 +273,14 @@ async def run_claimed(
         await _run(ex, processor)
         return "done"
     except Cancelled:
-        async with rt.engine.begin() as conn:
-            await ledger.drop_chunks(conn, ex.task_id, execution_id)
-            await ledger.ack_cancel(conn, ex.task_id, execution_id, now=rt.clock())
+        await ledger_run.ack_cancel(rt.pg, ex.task_id, execution_id, now=rt.clock())
         return "cancelled"
     except LostFence:
         log.info(
             "task %s: execution %s lost its fence; discarding its work", ex.task_id, execution_id
         )
         async with rt.engine.begin() as conn:
-            await ledger.drop_chunks(conn, ex.task_id, execution_id)
+            await ledger_upkeep.drop_chunks(conn, ex.task_id, execution_id)
         return "discarded"
     except Permanent as exc:
         await _fail(ex, exc, retryable=False)
@@ -289,7 +296,7 @@ async def run_claimed(
         return "retry"
 
 
-async def release_all(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) -> None:
+async def release_all(rt: Runtime, claimed: list[tuple[Row, str]]) -> None:
     """Hand claimed tasks back (a worker shutting down before it ran them)."""
     for task, execution_id in claimed:
         await _release(rt, Execution(rt, task, execution_id))
@@ -297,10 +304,9 @@ async def release_all(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) ->
 
 async def _release(rt: Runtime, ex: Execution) -> None:
     try:
-        async with rt.engine.begin() as conn:
-            task = await ledger.release(conn, ex.task_id, ex.execution_id, now=rt.clock())
+        task = await ledger_run.release(rt.pg, ex.task_id, ex.execution_id, now=rt.clock())
         if task is not None:
-            await kick(rt, task)
+            await send_now(rt, task)
     except Exception as exc:
         log.warning("could not hand back task %s on shutdown: %s", ex.task_id, exc)
 

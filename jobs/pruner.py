@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from desk import ledger
+from desk import ledger_upkeep
 from desk.runtime import Runtime
 
 BATCH = 1000
 
 
-async def run_once(rt: Runtime, now: datetime | None = None) -> ledger.Pruned:
+async def run_once(rt: Runtime, now: datetime | None = None) -> ledger_upkeep.Pruned:
     async with rt.engine.begin() as conn:
-        return await ledger.prune(
+        return await ledger_upkeep.prune(
             conn,
             now=now or rt.clock(),
             retention=timedelta(days=rt.settings.task_retention_days),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from desk import ledger
+from desk import ledger_sends, ledger_upkeep
 from desk.queue import LANES, REDIS_ERRORS, parse_job_id
 from desk.runtime import Runtime
 from desk.tasks import kick
@@ -32,7 +32,9 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
     except REDIS_ERRORS:
         alive = ()
     async with rt.engine.begin() as conn:
-        rescued = await ledger.rescue(conn, now=now or rt.clock(), limit=BATCH, unreachable=alive)
+        rescued = await ledger_upkeep.rescue(
+            conn, now=now or rt.clock(), limit=BATCH, unreachable=alive
+        )
     for task in rescued:
         log.warning("task %s lost its worker; now %s (run %s)", task.id, task.status, task.run)
         if task.status == "WAITING":
@@ -51,7 +53,7 @@ async def sweep_queues(rt: Runtime) -> int:
             continue
         ids = list({p[0] for p in jobs.values() if p is not None})
         async with rt.engine.connect() as conn:
-            rows = await ledger.sends_of(conn, ids)
+            rows = await ledger_sends.sends_of(conn, ids)
         # Ids of another form (an older version's `task:{id}:{run}`) are never current.
         past = [
             jid

@@ -31,7 +31,8 @@ from redis.exceptions import RedisError
 
 from desk import events, lanes, logs, telemetry, tracing
 from desk.db import is_transient
-from desk.models import BackgroundTask, TaskKind
+from desk.ledger_run import Row
+from desk.models import TaskKind
 from desk.queue import PROCESS_FUNCTION, dumps, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
@@ -108,22 +109,22 @@ class Lane:
             work = asyncio.create_task(self._fire(claimed))
         else:
             work = asyncio.create_task(self._work(task, execution_id))
-        self.running[execution_id] = ([t.id or 0 for t, _ in claimed], work)
+        self.running[execution_id] = ([t.id for t, _ in claimed], work)
         self._update()
         return "started"
 
-    async def _claim(self, task_id: int, run: int) -> list[tuple[BackgroundTask, str]]:
+    async def _claim(self, task_id: int, run: int) -> list[tuple[Row, str]]:
         if self.team_max is None:
             return await claim_batch(self.rt, task_id, run, limit=REMINDER_BATCH)
         one = await claim_task(self.rt, task_id, run, team_max=self.team_max)
         return [one] if one else []
 
-    def _remember(self, claimed: list[tuple[BackgroundTask, str]]) -> None:
+    def _remember(self, claimed: list[tuple[Row, str]]) -> None:
         if len(self.batched) > 10 * REMINDER_BATCH * self.slots:
             self.batched.clear()  # only a shortcut: the claim drops stale messages anyway
-        self.batched.update((t.id or 0, t.run) for t, _ in claimed)
+        self.batched.update((t.id, t.run) for t, _ in claimed)
 
-    async def _fire(self, claimed: list[tuple[BackgroundTask, str]]) -> str:
+    async def _fire(self, claimed: list[tuple[Row, str]]) -> str:
         """A batch of reminders in one transaction; if that fails, each runs on its own (with
         the usual retries), so one bad row cannot hold the others back."""
         try:
@@ -141,7 +142,7 @@ class Lane:
             self.running.pop(claimed[0][1], None)
             self._update()
 
-    async def _work(self, task: BackgroundTask, execution_id: str) -> str:
+    async def _work(self, task: Row, execution_id: str) -> str:
         try:
             return await run_claimed(self.rt, self.processors, task, execution_id)
         except Exception:
@@ -240,6 +241,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     rt = await Runtime.open(settings, pool_size=pool, pre_ping=False)
     reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
     events.tag_worker(rt.engine, reg.worker_id)  # the task event log names who claimed what
+    await rt.pg.tag("taskdesk.worker_id", reg.worker_id)
     procs = registry()
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
     reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import access, exports, ledger
+from desk import access, exports, ledger_run, ledger_upkeep
 from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 
@@ -40,7 +40,7 @@ async def _writer(ex: Execution, queue: asyncio.Queue[bytes | None]) -> int:
         settings = sa.text(f"SELECT {_ASYNC_COMMIT}" + (f", {_USE_LZ4}" if lz4 else ""))
         while (chunk := await queue.get()) is not None:
             await conn.execute(settings)
-            await ledger.store_chunk(conn, ex.task_id, ex.execution_id, seq, chunk)
+            await ledger_upkeep.store_chunk(conn, ex.task_id, ex.execution_id, seq, chunk)
             await conn.commit()
             seq += 1
     return seq
@@ -116,7 +116,7 @@ async def process(ex: Execution) -> None:
     now = rt.clock()
     said = exports.summary(rows)
     async with rt.engine.begin() as conn:
-        done = await ledger.finish(
+        done = await ledger_run.finish(
             conn,
             ex.task_id,
             ex.execution_id,
@@ -131,4 +131,4 @@ async def process(ex: Execution) -> None:
         )
         if done is None:
             raise LostFence()
-        await ledger.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+        await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from desk import access, imports, ledger
+from desk import access, imports, ledger_run
 from desk.errors import ValidationProblem
 from jobs.execution import Execution
 from jobs.outcomes import Cancelled, LostFence, Permanent
@@ -46,7 +46,7 @@ async def _commit(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
         )  # fmt: skip
-        pulse = await ledger.progress(
+        pulse = await ledger_run.progress(
             conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease,
             current=upto, total=total, message=f"{upto:,} / {total:,} rows", stats=new.as_dict(),
         )  # fmt: skip
@@ -78,7 +78,7 @@ async def process(ex: Execution) -> None:
     total = max(total, index)
     said = counts.summary()
     async with ex.rt.engine.begin() as conn:
-        finished = await ledger.finish(
+        finished = await ledger_run.finish(
             conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary=said.text,
             summary_key=said.key, summary_params=said.params,
             current=total, message=f"{total:,} / {total:,} rows", stats=counts.as_dict(),

@@ -8,28 +8,28 @@ message arrives or whichever worker dies mid-batch (its rows are rescued and fir
 
 from __future__ import annotations
 
-from desk import ledger, notifications, reminder_firing
+from desk import ledger_upkeep, notifications, reminder_firing
+from desk.ledger_run import Row
 from desk.messages import message
-from desk.models import BackgroundTask
 from desk.runtime import Runtime
 from jobs.execution import Execution
 from jobs.outcomes import LostFence
 
 
-async def fire_many(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) -> set[int]:
+async def fire_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
     """Fire claimed reminders (task, execution id); returns the ids this call completed."""
     ids = [task.id or 0 for task, _ in claimed]
     async with rt.engine.begin() as conn:
         firings = await reminder_firing.decide_many(conn, ids)
         missing = reminder_firing.Firing(True, message("reminder.skipped.task_gone"))
         endings = [
-            ledger.Ending(
+            ledger_upkeep.Ending(
                 task.id or 0, eid, f.summary.text, f.skipped, f.summary.key, f.summary.params
             )
             for task, eid in claimed
             for f in [firings.get(task.id or 0, missing)]
         ]
-        done = await ledger.finish_many(conn, endings, now=rt.clock())
+        done = await ledger_upkeep.finish_many(conn, endings, now=rt.clock())
         rows = [
             (user, task.team_id, task.id or 0, "REMINDER", f.text, f.link)
             for task in done
@@ -43,5 +43,5 @@ async def fire_many(rt: Runtime, claimed: list[tuple[BackgroundTask, str]]) -> s
 
 async def process(ex: Execution) -> None:
     """One reminder taken on its own (the batch path with one row)."""
-    if ex.task_id not in await fire_many(ex.rt, [(ex.task, ex.execution_id)]):
+    if ex.task_id not in await fire_many(ex.rt, [(ex.row, ex.execution_id)]):
         raise LostFence()  # another execution holds the row now: nothing was written

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from desk import ledger, tasks
+from desk import ledger, ledger_run, ledger_sends, ledger_upkeep, tasks
 from desk.models import BackgroundTask
 
 LEASE = timedelta(seconds=30)
@@ -15,8 +15,7 @@ async def _noop(rt, world, **script) -> BackgroundTask:
 
 
 async def _claim(rt, task, eid="e1"):
-    async with rt.engine.begin() as conn:
-        return await ledger.claim(conn, task.id, task.run, eid, now=rt.clock(), lease=LEASE)
+    return await ledger_run.claim(rt.pg, task.id, task.run, eid, now=rt.clock(), lease=LEASE)
 
 
 async def _get(rt, task_id) -> BackgroundTask:
@@ -34,15 +33,8 @@ async def test_claim_sets_running_with_new_execution_and_attempt(rt, world):
 
 async def test_claim_refuses_stale_run(rt, world):
     task = await _noop(rt, world)
-    async with rt.engine.begin() as conn:
-        assert (
-            await ledger.claim(conn, task.id, task.run + 1, "x", now=rt.clock(), lease=LEASE)
-            is None
-        )
-        assert (
-            await ledger.claim(conn, task.id, task.run - 1, "x", now=rt.clock(), lease=LEASE)
-            is None
-        )
+    for run in (task.run + 1, task.run - 1):
+        assert await ledger_run.claim(rt.pg, task.id, run, "x", now=rt.clock(), lease=LEASE) is None
     assert (await _get(rt, task.id)).status == "WAITING"
 
 
@@ -51,24 +43,29 @@ async def test_progress_and_finish_are_fenced_by_execution_id(rt, world, clock):
     await _claim(rt, task)
     clock.advance(5)
     async with rt.engine.begin() as conn:
-        pulse = await ledger.progress(
+        pulse = await ledger_run.progress(
             conn, task.id, "e1", now=clock(), lease=LEASE, current=5, total=10, message="5 / 10"
         )
         assert pulse.alive and not pulse.cancel_requested
         assert not (
-            await ledger.progress(conn, task.id, "stale", now=clock(), lease=LEASE, current=9)
+            await ledger_run.progress(conn, task.id, "stale", now=clock(), lease=LEASE, current=9)
         ).alive
-        assert await ledger.finish(conn, task.id, "stale", now=clock(), summary="no") is None
+        assert await ledger_run.finish(conn, task.id, "stale", now=clock(), summary="no") is None
     row = await _get(rt, task.id)
     assert (row.progress, row.progress_current, row.progress_message) == (0.5, 5, "5 / 10")
     assert row.lease_until == clock() + LEASE
     async with rt.engine.begin() as conn:
-        done = await ledger.finish(conn, task.id, "e1", now=clock(), summary="ok")
+        done = await ledger_run.finish(conn, task.id, "e1", now=clock(), summary="ok")
     assert done.status == "COMPLETED" and done.finished_at == clock() and done.progress == 1
     async with rt.engine.begin() as conn:
-        assert await ledger.finish(conn, task.id, "e1", now=clock(), summary="again") is None
-        assert await ledger.fail(conn, task.id, "e1", now=clock(), error="x", retry_at=None) is None
+        other = await ledger_run.finish(conn, task.id, "e2", now=clock(), summary="other")
+        assert other is None, "another execution may not finish it"
+        repeat = await ledger_run.finish(conn, task.id, "e1", now=clock(), summary="again")
+        assert repeat is not None and repeat.result_summary == "ok", "a repeat changes nothing"
         assert await ledger.cancel(conn, task.id, now=clock()) is None
+    assert (
+        await ledger_run.fail(rt.pg, task.id, "e1", now=clock(), error="x", retry_at=None) is None
+    )
     assert (await _get(rt, task.id)).result_summary == "ok"
 
 
@@ -76,8 +73,9 @@ async def test_fail_rearms_with_next_run_until_attempts_run_out(rt, world, clock
     task = await _noop(rt, world, max_attempts=2)
     await _claim(rt, task)
     retry_at = clock() + timedelta(seconds=7)
-    async with rt.engine.begin() as conn:
-        again = await ledger.fail(conn, task.id, "e1", now=clock(), error="boom", retry_at=retry_at)
+    again = await ledger_run.fail(
+        rt.pg, task.id, "e1", now=clock(), error="boom", retry_at=retry_at
+    )
     assert (again.status, again.run, again.run_at, again.last_error) == (
         "WAITING",
         2,
@@ -87,10 +85,9 @@ async def test_fail_rearms_with_next_run_until_attempts_run_out(rt, world, clock
     assert again.dispatched_at is None and again.finished_at is None
     assert await _claim(rt, task, "late") is None, "the old run's message is stale now"
     await _claim(rt, again, "e2")
-    async with rt.engine.begin() as conn:
-        final = await ledger.fail(
-            conn, task.id, "e2", now=clock(), error="boom 2", retry_at=retry_at
-        )
+    final = await ledger_run.fail(
+        rt.pg, task.id, "e2", now=clock(), error="boom 2", retry_at=retry_at
+    )
     assert (final.status, final.attempts, final.last_error) == ("FAILED", 2, "boom 2")
     assert final.finished_at == clock()
 
@@ -98,10 +95,9 @@ async def test_fail_rearms_with_next_run_until_attempts_run_out(rt, world, clock
 async def test_fail_without_retry_time_fails_at_once(rt, world, clock):
     task = await _noop(rt, world)
     await _claim(rt, task)
-    async with rt.engine.begin() as conn:
-        failed = await ledger.fail(
-            conn, task.id, "e1", now=clock(), error="bad filters", retry_at=None
-        )
+    failed = await ledger_run.fail(
+        rt.pg, task.id, "e1", now=clock(), error="bad filters", retry_at=None
+    )
     assert failed.status == "FAILED" and failed.attempts == 1
 
 
@@ -117,9 +113,9 @@ async def test_cancel_waiting_at_once_running_on_request(rt, world, clock):
     async with rt.engine.begin() as conn:
         r = await ledger.cancel(conn, running.id, now=clock())
         assert r.status == "RUNNING" and r.cancel_requested
-        pulse = await ledger.progress(conn, running.id, "e1", now=clock(), lease=LEASE)
+        pulse = await ledger_run.progress(conn, running.id, "e1", now=clock(), lease=LEASE)
         assert pulse.alive and pulse.cancel_requested
-        acked = await ledger.ack_cancel(conn, running.id, "e1", now=clock())
+    acked = await ledger_run.ack_cancel(rt.pg, running.id, "e1", now=clock())
     assert acked.status == "CANCELLED"
 
 
@@ -129,15 +125,18 @@ async def test_rescue_rearms_expired_lease_or_fails_when_out_of_attempts(rt, wor
     await _claim(rt, a, "ea")
     await _claim(rt, b, "eb")
     async with rt.engine.begin() as conn:
-        assert await ledger.rescue(conn, now=clock() + LEASE - timedelta(seconds=1), limit=10) == []
+        assert (
+            await ledger_upkeep.rescue(conn, now=clock() + LEASE - timedelta(seconds=1), limit=10)
+            == []
+        )
     clock.advance(31)
     async with rt.engine.begin() as conn:
-        rescued = {t.id: t for t in await ledger.rescue(conn, now=clock(), limit=10)}
+        rescued = {t.id: t for t in await ledger_upkeep.rescue(conn, now=clock(), limit=10)}
     assert rescued[a.id].status == "WAITING" and rescued[a.id].run == 2
     assert "stopped responding" in rescued[a.id].last_error
     assert rescued[b.id].status == "FAILED"
     async with rt.engine.begin() as conn:
-        assert await ledger.finish(conn, a.id, "ea", now=clock(), summary="late") is None, (
+        assert await ledger_run.finish(conn, a.id, "ea", now=clock(), summary="late") is None, (
             "the lost execution may not commit"
         )
 
@@ -145,8 +144,7 @@ async def test_rescue_rearms_expired_lease_or_fails_when_out_of_attempts(rt, wor
 async def test_release_hands_back_without_spending_an_attempt(rt, world, clock):
     task = await _noop(rt, world)
     await _claim(rt, task)
-    async with rt.engine.begin() as conn:
-        back = await ledger.release(conn, task.id, "e1", now=clock())
+    back = await ledger_run.release(rt.pg, task.id, "e1", now=clock())
     assert (back.status, back.run, back.attempts) == ("WAITING", 2, 0)
 
 
@@ -155,8 +153,8 @@ async def test_user_retry_only_from_failed(rt, world, clock):
     async with rt.engine.begin() as conn:
         assert await ledger.retry(conn, task.id, now=clock()) is None
     await _claim(rt, task)
+    await ledger_run.fail(rt.pg, task.id, "e1", now=clock(), error="x", retry_at=None)
     async with rt.engine.begin() as conn:
-        await ledger.fail(conn, task.id, "e1", now=clock(), error="x", retry_at=None)
         fresh = await ledger.retry(conn, task.id, now=clock())
     assert (fresh.status, fresh.run, fresh.attempts, fresh.finished_at) == ("WAITING", 2, 0, None)
 
@@ -173,7 +171,7 @@ async def test_skip_only_waiting(rt, world, clock):
 )
 def test_backoff_is_exponential_with_jitter_and_capped(attempts, low, high):
     for _ in range(50):
-        d = ledger.backoff(attempts, 2.0, 300.0).total_seconds()
+        d = ledger_run.backoff(attempts, 2.0, 300.0).total_seconds()
         assert low <= d <= high
 
 
@@ -186,7 +184,9 @@ async def test_rescue_names_a_database_outage_when_the_worker_is_still_alive(rt,
     async with rt.engine.begin() as conn:
         rescued = {
             t.id: t
-            for t in await ledger.rescue(conn, now=clock(), limit=10, unreachable=(cut_off.id,))
+            for t in await ledger_upkeep.rescue(
+                conn, now=clock(), limit=10, unreachable=(cut_off.id,)
+            )
         }
     assert rescued[cut_off.id].last_error.startswith("Database unreachable")
     assert "stopped responding" in rescued[dead.id].last_error
@@ -196,9 +196,9 @@ async def test_each_send_is_reserved_once_and_a_refused_one_handed_back(rt, worl
     task = await _noop(rt, world)
     assert task.sends == 1 and task.dispatched_at is not None, "the insert reserved send 1"
     async with rt.engine.begin() as conn:
-        assert await ledger.reserve_send(conn, task.id, 1, now=clock(), team_max=2) is None
-        await ledger.unsend(conn, [ledger.Due(task.id, 1, task.run_at, 1, "NOOP")])
-        again = await ledger.reserve_send(conn, task.id, 1, now=clock(), team_max=2)
+        assert await ledger_sends.reserve_send(conn, task.id, 1, now=clock(), team_max=2) is None
+        await ledger_sends.unsend(conn, [ledger_sends.Due(task.id, 1, task.run_at, 1, "NOOP")])
+        again = await ledger_sends.reserve_send(conn, task.id, 1, now=clock(), team_max=2)
         assert again is not None and again.send == 2
-        await ledger.unsend(conn, [ledger.Due(task.id, 1, task.run_at, 1, "NOOP")])
+        await ledger_sends.unsend(conn, [ledger_sends.Due(task.id, 1, task.run_at, 1, "NOOP")])
     assert (await _get(rt, task.id)).dispatched_at is not None, "an older send's refusal is moot"

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import lanes, ledger, tasks, telemetry
+from desk import lanes, ledger_run, tasks, telemetry
 from jobs import dispatcher, rescuer
 from jobs.execution import Execution, execute
 from jobs.processors import noop
@@ -144,8 +144,7 @@ async def test_resends_rescues_and_cancels_are_counted(rt, world, clock):
     clock.advance(rt.settings.redelivery_seconds + 1)
     assert await dispatcher.run_once(rt) == 1  # not claimed in time: sent again
     lost = await tasks.submit_noop(rt, world.staff, world.team)
-    async with rt.engine.begin() as conn:
-        assert await ledger.claim(conn, lost.id, 1, "e1", now=clock(), lease=timedelta(seconds=5))
+    assert await ledger_run.claim(rt.pg, lost.id, 1, "e1", now=clock(), lease=timedelta(seconds=5))
     clock.advance(6)
     assert await rescuer.run_once(rt) == 1  # its worker stopped renewing the lease
     await tasks.cancel_task(rt, world.staff, unclaimed.id)
