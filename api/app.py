@@ -18,6 +18,7 @@ from api import errors
 from api.headers import SecurityHeaders
 from api.limits import BodyLimit
 from api.observe import Observe
+from api.overload import Overload
 from desk import logs, tracing
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Env, Settings, load_settings
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
     # Outermost last: headers go on every answer, the body cap on every read.
     app.add_middleware(BodyLimit, settings=settings)
+    app.add_middleware(Overload, settings=settings)  # refuse beyond the bound, before any work
     app.add_middleware(SecurityHeaders, prod=prod)
     app.add_middleware(Observe)  # outermost: request id and duration of every request
     mount(app, settings)

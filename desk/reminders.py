@@ -72,6 +72,7 @@ async def schedule_reminder(
     in_minutes: int | None = None,
     note: str = "",
     idempotency_key: str | None = None,
+    arrived_at: datetime | None = None,
 ) -> BackgroundTask:
     """Staff/admin only. The same due minute again → TaskConflict (a double click); another
     time reschedules: the earlier reminder completes at once as skipped. A known
