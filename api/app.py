@@ -142,8 +142,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
     # Outermost last: headers go on every answer, the body cap on every read.
     app.add_middleware(BodyLimit, settings=settings)
-    app.add_middleware(Overload, settings=settings)  # refuse beyond the bound, before any work
     app.add_middleware(SecurityHeaders, prod=prod)
-    app.add_middleware(Observe)  # outermost: request id and duration of every request
+    app.add_middleware(Observe)  # request id and duration of every request served
+    app.add_middleware(Overload, settings=settings)  # outermost: a refusal costs next to nothing
     mount(app, settings)
     return app

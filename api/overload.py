@@ -6,8 +6,10 @@ themselves), `/graphql` the GraphQL error shape with `extensions.code = "OVERLOA
 the bound, a busy process takes every request and serves all of them slowly (issue 11: status
 reads p50 29 s); with it, the ones it takes stay fast and the others learn at once to come back.
 
-Requests that must answer under load pass without counting: `/health` (liveness), `/metrics`
-and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
+It is the outermost middleware: a refusal skips the request log, tracing and the rest of the
+stack (under a flood of clients that do not back off, refusals are most of the work; they are
+counted in `taskdesk_http_overloaded_total` instead). Requests that must answer under load pass
+without counting: `/health` (liveness), `/metrics` and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
 the runtime's injected clock): a mutation is judged by when it arrived, not by when the server
 got to it (a reminder "in 10 s" stays in the future however long it waited).
 """
@@ -18,6 +20,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.headers import COMMON
 from desk import telemetry
 from desk.settings import Settings
 
@@ -60,6 +63,8 @@ async def refuse(scope: Scope, send: Send) -> None:
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
         (b"cache-control", b"no-store"),
+        *COMMON,
+        (b"content-security-policy", b"default-src 'none'"),
     ]
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -7,8 +7,8 @@ the team lock 16 people's exports queued behind one another). The lock of (team,
 one person's quota exact under concurrency: the count and the insert run in one statement,
 after the lock, so its snapshot sees every earlier accept of that person.
 
-One accept is BEGIN, the lock, the statement and COMMIT sent in one pipeline (one round trip);
-the statement inserts only when everything allows it and reports what it found (membership,
+One accept is BEGIN, the lock, the statement and COMMIT (four short round trips on one
+connection, no ORM objects but the returned row); the statement inserts only when everything allows it and reports what it found (membership,
 the assignee, an active task in the scope, the quota counts), so the caller can say why not.
 """
 

@@ -143,7 +143,8 @@ async def _accept_export(
     """One transaction: the idempotency key (if any), this person's lock, then the accept
     statement; its findings become the same answers as ever, in the same order."""
     now = rt.clock()
-    async with conn.pipeline(), conn.transaction():
+    # No psycopg pipeline: waiting on the lock in pipeline mode spins the event loop (profiled).
+    async with conn.transaction():
         key = new.idempotency_key
         if key is not None:
             window = rt.settings.idempotency_window_seconds
