@@ -24,8 +24,9 @@ from api.headers import COMMON
 from desk import telemetry
 from desk.settings import Settings
 
-RETRY_AFTER_SECONDS = 1  # short: the refusal is about this instant, not an outage
+# schema.errors.OVERLOADED, not imported: api.app must stay cheap to import (no GraphQL).
 OVERLOADED = "OVERLOADED"
+RETRY_AFTER_SECONDS = 1  # short: the refusal is about this instant, not an outage
 MESSAGE = "The server is busy right now; try again in a second."
 EXEMPT = ("/health", "/metrics", "/static/")
 _GRAPHQL_BODY = json.dumps(
