@@ -18,6 +18,7 @@ from api import errors
 from api.headers import SecurityHeaders
 from api.limits import BodyLimit
 from api.observe import Observe
+from api.overload import Overload
 from desk import logs, tracing
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Env, Settings, load_settings
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Outermost last: headers go on every answer, the body cap on every read.
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(SecurityHeaders, prod=prod)
-    app.add_middleware(Observe)  # outermost: request id and duration of every request
+    app.add_middleware(Observe)  # request id and duration of every request served
+    app.add_middleware(Overload, settings=settings)  # outermost: a refusal costs next to nothing
     mount(app, settings)
     return app

@@ -72,13 +72,16 @@ async def schedule_reminder(
     in_minutes: int | None = None,
     note: str = "",
     idempotency_key: str | None = None,
+    arrived_at: datetime | None = None,
 ) -> BackgroundTask:
     """Staff/admin only. The same due minute again → TaskConflict (a double click); another
     time reschedules: the earlier reminder completes at once as skipped. A known
     `idempotency_key` gets its first request's task back (the request as sent, not the due
-    time it came to, so a retry of "in 30 minutes" a minute later is the same request)."""
+    time it came to, so a retry of "in 30 minutes" a minute later is the same request).
+    `arrived_at`: when the request arrived (desk.clock.arrived_at); the due time is judged
+    against it, so a reminder "in 10 s" is not refused because the server was slow to get to it."""
     now = rt.clock()
-    due = _due(now, at, in_minutes)
+    due = _due(arrived_at or now, at, in_minutes)
     note = inputs.line("note", note or "", max_len=500)
     fingerprint = request_fingerprint(
         TaskKind.REMINDER, ticket_id, at.isoformat() if at else None, in_minutes, note
@@ -87,8 +90,9 @@ async def schedule_reminder(
         replayed = await replay(rt, conn, user_id, idempotency_key, fingerprint)
         if replayed is not None:
             return replayed
+        # The ticket's row lock serialises what must be (its one active reminder, its
+        # revision); reminders of other tickets in the team never wait (no team lock).
         ticket = await _ticket_for_staff(conn, user_id, ticket_id)
-        await ledger.lock_team(conn, ticket.team_id)
         if ticket.status in CLOSED_TICKET:
             raise ValidationProblem(
                 "ticket", f"the ticket is {ticket.status.lower()}; reopen it first"

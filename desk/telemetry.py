@@ -60,6 +60,11 @@ HTTP_DURATION = Histogram(
     ["method", "route", "status"],
     buckets=_LATENCY,
 )
+OVERLOADED = Counter(
+    "taskdesk_http_overloaded",
+    "Requests refused at once with 503 + Retry-After: WEB_MAX_IN_FLIGHT were in flight",
+    ["face"],
+)
 WORKER_BUSY = Gauge("taskdesk_worker_tasks_running", "Tasks this worker runs now", ["worker"])
 WORKER_SLOTS = Gauge("taskdesk_worker_slots", "Tasks this worker may run at once", ["worker"])
 
@@ -167,6 +172,11 @@ def refused(reason: str, kind: str | None) -> None:
 
 def http_request(method: str, route: str, status: int, seconds: float) -> None:
     HTTP_DURATION.labels(method, route, str(status)).observe(seconds)
+
+
+def overloaded(face: str) -> None:
+    """A request refused by api/overload.py; `face` is "graphql" or "page"."""
+    OVERLOADED.labels(face).inc()
 
 
 # --- exposure --------------------------------------------------------------------------------

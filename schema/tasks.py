@@ -11,6 +11,7 @@ from strawberry import ID, Private
 from strawberry.scalars import JSON
 
 from desk import lookups, reads, reminders, task_rules, tasks
+from desk.clock import arrived_at
 from desk.errors import NotFound, ValidationProblem
 from desk.models import BackgroundTask, TaskKind, TaskStatus
 from desk.reads import TaskRow
@@ -284,6 +285,7 @@ class TaskMutation:
                 in_minutes=in_minutes,
                 note=note,
                 idempotency_key=_idempotency_key(ctx, idempotency_key),
+                arrived_at=arrived_at(ctx.request, ctx.rt.clock),
             )
             return Task.from_model(row, ctx.now(), user_id)
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
 from desk import reminders, tasks, tickets
+from desk.clock import arrived_at
 from desk.errors import TaskConflict, ValidationProblem
 from desk.models import TaskKind, Ticket
 from desk.runtime import Runtime
@@ -98,9 +99,10 @@ async def schedule(request: Request, ticket_id: int, rt: RuntimeDep, v: PageView
     text = str(form.get("note") or "")
     key = str(form.get("idempotency_key") or "") or None  # the rendered form's: one request
     try:
-        when = due_time(preset, custom, v, rt.clock())
+        arrived = arrived_at(request, rt.clock)  # judged by when it was asked (issue 11)
+        when = due_time(preset, custom, v, arrived)
         await reminders.schedule_reminder(
-            rt, v.user_id, ticket_id, note=text, idempotency_key=key, **when
+            rt, v.user_id, ticket_id, note=text, idempotency_key=key, arrived_at=arrived, **when
         )
     except TaskConflict:
         return await _answer(request, rt, v, ticket_id, status=409, note="same")

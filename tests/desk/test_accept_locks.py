@@ -1,0 +1,107 @@
+"""Accepts that do not queue behind each other (issue 11): an export locks its owner only, so a
+colleague's accept never waits for it, while one person's quota still holds under concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import sqlalchemy as sa
+
+from desk import tasks
+from desk.errors import QuotaExceeded
+from desk.models import TaskStatus
+
+DEADLINE = 30.0  # generous: the machine is shared
+
+
+async def _second_staff(rt, team: int) -> int:
+    async with rt.engine.begin() as conn:
+        user = (
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO app_user (email, display_name) VALUES ('mei@acme.test', 'Mei') "
+                    "RETURNING id"
+                )
+            )
+        ).scalar_one()
+        await conn.execute(
+            sa.text("INSERT INTO membership (user_id, team_id, role) VALUES (:u, :t, 'STAFF')"),
+            {"u": user, "t": team},
+        )
+    return int(user)
+
+
+async def _waiting_on_locks(rt) -> int:
+    row = await rt.pg.one(
+        "SELECT count(*) AS n FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    assert row is not None
+    return int(row["n"])
+
+
+async def _until(condition, what: str) -> None:
+    ends = time.monotonic() + DEADLINE
+    while not await condition():
+        assert time.monotonic() < ends, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_colleague_accepts_while_one_persons_lock_is_held(rt, world) -> None:
+    mei = await _second_staff(rt, world.team)
+    with psycopg.connect(rt.settings.libpq_url) as holder:  # an open transaction holds Chen's lock
+        holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7343))",
+            (f"accept:{world.team}:{world.staff}",),
+        )
+        chen = asyncio.create_task(tasks.create_export(rt, world.staff, world.team, {"q": "a"}))
+        await _until(lambda: _waiting_on_locks_at_least(rt, 1), "Chen's accept to wait")
+        # Mei, same team, is not behind Chen: her accept completes while his lock is held.
+        done = await asyncio.wait_for(
+            tasks.create_export(rt, mei, world.team, {"q": "b"}), DEADLINE
+        )
+        assert done.status == TaskStatus.WAITING and done.owner_id == mei
+        assert not chen.done()  # Chen's own accept does wait for his lock
+        holder.rollback()
+    task = await asyncio.wait_for(chen, DEADLINE)
+    assert task.owner_id == world.staff and task.status == TaskStatus.WAITING
+
+
+async def _waiting_on_locks_at_least(rt, n: int) -> bool:
+    return await _waiting_on_locks(rt) >= n
+
+
+async def test_one_persons_quota_holds_under_concurrent_accepts(rt, world) -> None:
+    limit = rt.settings.export_max_active_per_user
+    attempts = limit + 5
+    got = await asyncio.gather(
+        *(
+            tasks.create_export(rt, world.staff, world.team, {"q": f"parallel {i}"})
+            for i in range(attempts)
+        ),
+        return_exceptions=True,
+    )
+    accepted = [g for g in got if not isinstance(g, BaseException)]
+    refused = [g for g in got if isinstance(g, QuotaExceeded)]
+    assert len(accepted) == limit, got
+    assert len(refused) == attempts - limit, got
+    row = await rt.pg.one(
+        "SELECT count(*) AS n FROM background_task WHERE owner_id = %s AND status = 'WAITING'",
+        (world.staff,),
+    )
+    assert row == {"n": limit}
+
+
+async def test_colleagues_each_get_their_own_quota_concurrently(rt, world) -> None:
+    mei = await _second_staff(rt, world.team)
+    limit = rt.settings.export_max_active_per_user
+    got = await asyncio.gather(
+        *(
+            tasks.create_export(rt, who, world.team, {"q": f"both {i}"})
+            for i in range(limit)
+            for who in (world.staff, mei)
+        )
+    )
+    assert sorted(t.owner_id for t in got) == sorted([world.staff, mei] * limit)
