@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import strawberry
 from strawberry import ID
+from strawberry.types.nodes import SelectedField, Selection
 
 from desk import lookups, tickets
 from desk.errors import NotFound, ValidationProblem
@@ -95,7 +96,7 @@ class TicketQuery:
                 return TicketConnection.empty()
             async with ctx.slot():
                 page = await tickets.list_tickets(
-                    ctx.rt, user_id, team, f, first=first, after=after
+                    ctx.rt, user_id, team, f, first=first, after=after, count=_asks_count(info)
                 )
         except NotFound:
             return TicketConnection.empty()
@@ -158,6 +159,25 @@ class TicketMutation:
 
         allowed = (e.ValidationProblem, e.NotFound, e.NotAllowed)
         return await attempt(info, run, allowed)  # type: ignore[return-value]
+
+
+COUNT_FIELDS = frozenset({"totalCount", "totalCountIsExact"})
+
+
+def _asks_count(info: strawberry.Info) -> bool:
+    """Whether this `tickets` field selects a count, directly or through fragments: counting
+    reads every match (up to the cap), so a page that shows no number does not pay for one."""
+    return any(_selects(field.selections, COUNT_FIELDS) for field in info.selected_fields)
+
+
+def _selects(selections: list[Selection], names: frozenset[str]) -> bool:
+    for s in selections:
+        if isinstance(s, SelectedField):
+            if s.name in names:
+                return True
+        elif _selects(s.selections, names):  # a fragment spread or an inline fragment
+            return True
+    return False
 
 
 def _assignee(value: ID | None) -> int | None:

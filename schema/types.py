@@ -156,7 +156,14 @@ class Edge(Generic[T]):
 class TicketConnection:
     edges: list[Edge[Ticket]]
     page_info: PageInfo
-    total_count: int
+    total_count: int = strawberry.field(
+        description=f"How many tickets match, counted up to {tickets.COUNT_CAP:,}: above that "
+        f"it is {tickets.COUNT_CAP:,} and `totalCountIsExact` is false (show it as "
+        f'"{tickets.COUNT_CAP:,}+"). Counted only when asked for.'
+    )
+    total_count_is_exact: bool = strawberry.field(
+        description="False when more tickets match than `totalCount` says (it hit the cap)."
+    )
 
     @strawberry.field
     def nodes(self) -> list[Ticket]:
@@ -171,11 +178,16 @@ class TicketConnection:
         return cls(
             edges=edges,
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
-            total_count=page.total,
+            # Not counted means not selected, so this 0 is never shown to anybody.
+            total_count=page.total or 0,
+            total_count_is_exact=page.total_exact,
         )
 
     @classmethod
     def empty(cls) -> TicketConnection:
         return cls(
-            edges=[], page_info=PageInfo(has_next_page=False, end_cursor=None), total_count=0
+            edges=[],
+            page_info=PageInfo(has_next_page=False, end_cursor=None),
+            total_count=0,
+            total_count_is_exact=True,
         )
