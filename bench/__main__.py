@@ -24,7 +24,7 @@ Bench = Callable[[Ctx], Awaitable[list[Row]]]
 
 def registry() -> dict[str, Bench]:
     """Every benchmark, in the order the table lists them."""
-    from bench import b_http
+    from bench import b_http, b_import
 
     return {
         "export-100k": b_export.export_100k,
@@ -38,6 +38,7 @@ def registry() -> dict[str, Bench]:
         "search": b_search.search,
         "sweep": b_ledger.sweep,
         "metrics-scrape": b_metrics.scrape,
+        "import-100k": b_import.import_100k,
     }
 
 

@@ -1,48 +1,70 @@
 """IMPORT: apply an uploaded CSV to a team in batches; each batch commits with its progress.
 
 A rescued run starts after the last committed row (`progress_current`) with the counts saved in
-`stats`, so every external id ends up exactly once and the counts add up.
+`stats`, so every external id ends up exactly once and the counts add up. The file is read in a
+thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and staged.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
 
-from desk import access, imports, ledger_run
+from desk import access, import_apply, import_csv, ledger_run
 from desk.errors import ValidationProblem
 from jobs.execution import Execution
 from jobs.outcomes import Cancelled, LostFence, Permanent
 
 
-async def _load(ex: Execution) -> tuple[bytes, tuple[dict[str, int], dict[str, int]]]:
+async def _load(ex: Execution) -> bytes:
     task = ex.task
     async with ex.rt.engine.connect() as conn:
         member = await access.membership(conn, task.owner_id, task.team_id)
         if member is None or not member.is_admin:
             raise Permanent("The person who started this import is no longer an admin of the team.")
-        data = await imports.load_upload(conn, int(task.filters.get("upload_id", 0)))
-        people = await imports.team_people(conn, task.team_id)
+        data = await import_apply.load_upload(conn, int(task.filters.get("upload_id", 0)))
     if data is None:
         raise Permanent("The uploaded file is no longer stored; upload it again.")
     try:
-        imports.sniff(data, ex.rt.settings.import_max_bytes)
+        import_csv.sniff(data, ex.rt.settings.import_max_bytes)
     except ValidationProblem as exc:
         raise Permanent(exc.detail) from None
-    return data, people
+    return data
+
+
+@dataclass(frozen=True)
+class Batch:
+    upto: int  # how many items of the file are done once this batch commits
+    payload: bytes  # the batch as COPY text (import_apply.staged)
+
+
+class Batches:
+    """The file's items after the first `done`, as staged batches of `size` (pure Python)."""
+
+    def __init__(self, data: bytes, done: int, size: int) -> None:
+        self._items: Iterator[import_csv.Row | import_csv.Rejection] = import_csv.parse(data)
+        self._done, self._size, self.upto = done, size, 0
+
+    def next(self) -> Batch | None:
+        if self._done:  # parsed again (duplicates are judged against earlier rows), not written
+            self.upto = sum(1 for _ in islice(self._items, self._done))
+            self._done = 0
+        items = list(islice(self._items, self._size))
+        if not items:
+            return None
+        self.upto += len(items)
+        return Batch(self.upto, import_apply.staged(items))
 
 
 async def _commit(
-    ex: Execution,
-    batch: list[imports.Row | imports.Rejection],
-    upto: int,
-    total: int,
-    counts: imports.Counts,
-    people: tuple[dict[str, int], dict[str, int]],
-) -> imports.Counts:
-    rt = ex.rt
+    ex: Execution, batch: Batch, total: int, counts: import_apply.Counts
+) -> import_apply.Counts:
+    rt, upto = ex.rt, batch.upto
     async with rt.engine.begin() as conn:
-        got = await imports.apply_batch(conn, ex.task, batch, people, now=rt.clock())
-        new = imports.Counts(
+        got = await import_apply.apply_batch(conn, ex.task, batch.payload, now=rt.clock())
+        new = import_apply.Counts(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
         )  # fmt: skip
@@ -58,24 +80,21 @@ async def _commit(
 
 
 async def process(ex: Execution) -> None:
-    data, people = await _load(ex)
-    total = await asyncio.to_thread(imports.count_rows, data)
+    data = await _load(ex)
+    total = await asyncio.to_thread(import_csv.count_rows, data)
     done = ex.task.progress_current  # rows an earlier, rescued execution already committed
-    counts = imports.Counts.of(ex.task.stats)
+    counts = import_apply.Counts.of(ex.task.stats)
     await ex.progress(done, total, f"{done:,} / {total:,} rows")
-    size = ex.rt.settings.import_batch_rows
-    batch: list[imports.Row | imports.Rejection] = []
-    index = done
-    for index, item in enumerate(imports.parse(data), start=1):
-        if index <= done:
-            continue
-        batch.append(item)
-        if len(batch) >= size:
-            counts = await _commit(ex, batch, index, total, counts, people)
-            batch = []
-    if batch:
-        counts = await _commit(ex, batch, index, total, counts, people)
-    total = max(total, index)
+    batches = Batches(data, done, ex.rt.settings.import_batch_rows)
+    ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
+    while (batch := await ahead) is not None:
+        ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
+        try:
+            counts = await _commit(ex, batch, total, counts)
+        except BaseException:
+            await asyncio.wait([ahead])  # the thread is not left reading behind a failed run
+            raise
+    total = max(total, batches.upto)
     said = counts.summary()
     async with ex.rt.engine.begin() as conn:
         finished = await ledger_run.finish(
