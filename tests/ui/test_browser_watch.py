@@ -6,6 +6,7 @@ and catches up at once when shown; a 503 with Retry-After makes it wait and carr
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -76,7 +77,7 @@ async def test_an_idle_page_asks_once_per_tick_every_five_seconds(site, rt, worl
         window = asked.since(t0)
         assert window and all("/watch?" in u for _, u in window), window  # no other timer
         ticks = asked.watches(t0)
-        gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
         assert 3 <= len(ticks) <= 5, ticks  # every 5 s: ≤ 12 a minute (+1 at load)
         assert all(g >= 4.5 for g in gaps), gaps
         assert {s for u, s in asked.answers if "/watch?" in u} <= {200, 204}
@@ -109,7 +110,7 @@ async def test_a_row_follows_its_task_to_completion_with_one_request_per_tick(
         window = asked.since(t0)
         assert all("/watch?" in u for _, u in window), window  # rows have no timers of their own
         ticks = asked.watches(t0)
-        gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
         assert all(g >= 0.5 for g in gaps), gaps  # one request per tick, never a burst
 
 

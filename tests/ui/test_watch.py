@@ -5,6 +5,7 @@ not see answers exactly like one that does not exist."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -20,7 +21,7 @@ ROW = re.compile(r'data-task-id="(\d+)"[^>]*data-poll data-since="([\d.]+)" [^>]
 
 def test_due_in_keeps_the_schedule_points_whoever_asks() -> None:
     points = [1, 2, 4, 6, 11, 16, 21, 31, 41]
-    for a, b in zip([0, *points], points, strict=False):
+    for a, b in itertools.pairwise([0, *points]):
         assert polling.due_in(a + 0.05) == pytest.approx(b - a - 0.05)  # asked a bit late
     assert polling.due_in(3.0) == pytest.approx(1.0)  # asked early (another row was due): 4 s
     assert polling.due_in(599.0) == pytest.approx(1.0)  # the last point is the stop
