@@ -14,6 +14,7 @@ A row the viewer may not see answers exactly as a row that does not exist: "gone
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import access, health, lanes, notifications, task_rules
+from desk import access, health, lanes, notifications, task_rules, tasks
 from desk.errors import NotFound, ValidationProblem
 from desk.models import Role, TaskKind
 from desk.runtime import Runtime
@@ -113,17 +114,17 @@ def health_version(report: health.Health) -> str:
     return f"{int(report.redis_ok)}-{len(report.workers)}"
 
 
-_health_cache: dict[int, tuple[float, health.Health]] = {}
+_health_cache: dict[int, tuple[float, asyncio.Future[health.Health]]] = {}
 
 
 async def health_now(rt: Runtime) -> health.Health:
-    """The badge's read, shared by this process's pages for HEALTH_TTL seconds."""
+    """The badge's read, shared by this process's pages for HEALTH_TTL seconds; pages that ask
+    while it runs wait for that one read instead of starting their own."""
     hit = _health_cache.get(id(rt))
-    if hit and time.monotonic() - hit[0] < HEALTH_TTL:
-        return hit[1]
-    report = await health.check(rt)
-    _health_cache[id(rt)] = (time.monotonic(), report)
-    return report
+    if hit is None or time.monotonic() - hit[0] >= HEALTH_TTL:
+        hit = (time.monotonic(), asyncio.ensure_future(health.check(rt)))
+        _health_cache[id(rt)] = hit
+    return await asyncio.shield(hit[1])
 
 
 @dataclass
@@ -169,19 +170,37 @@ def _finished_trigger(finished: list[TaskView]) -> dict[str, str]:
     return {"HX-Trigger": json.dumps({"task-finished": event})}
 
 
+@dataclass
+class Listing:
+    """What the page's list gains: the whole list (it was empty) or only the newer rows."""
+
+    name: str
+    limit: int
+    whole: task_lists.TaskListView | None = None
+    fresh: list[TaskView] | None = None
+    newest: int = 0
+
+
 async def _listing(
     rt: Runtime, user_id: int, team_id: int, name: str, newest: int, limit: int
-) -> task_lists.TaskListView | None:
-    """The list again when a task newer than the page's newest row is visible, else None."""
+) -> Listing | None:
+    """None when no task newer than the page's newest row is visible (one indexed read)."""
     kind = LISTS[name]
     try:
-        if not await task_lists.anything_newer(rt, user_id, team_id, newest, kind=kind):
-            return None
-        return await task_lists.task_list(
-            rt, user_id, team_id, limit=limit, kind=kind, watch_url=f"/{name}"
+        page = await tasks.list_tasks(
+            rt, user_id, team_id, first=limit, newer_than=newest, kind=kind
         )
+        if not page.items:
+            return None
+        if newest == 0:  # the page says "No tasks yet": it gets the list itself
+            whole = await task_lists.task_list(
+                rt, user_id, team_id, limit=limit, kind=kind, watch_url=f"/{name}"
+            )
+            return Listing(name, limit, whole=whole)
+        fresh = await task_lists.views(rt, user_id, page.items)
     except NotFound:  # no longer a member of the team the page shows: the page says so on reload
         return None
+    return Listing(name, limit, fresh=fresh, newest=max(r.id for r in fresh))
 
 
 Rows = Annotated[list[str], Query(max_length=MAX_ROWS)]

@@ -74,9 +74,9 @@ class PageState:
     def take(self, html: str) -> list[int]:
         """Apply a 200 answer; the ids of rows seen finished in it."""
         finished = []
-        if 'id="tasks"' in html:  # the list came again: it replaces every row of the page
+        if 'id="tasks" hx-swap-oob="innerHTML"' in html:  # the whole list: it replaces the rows
             self.rows.clear()
-            self.newest = max([self.newest, *map(int, NEWEST.findall(html))])
+        self.newest = max([self.newest, *map(int, NEWEST.findall(html))])  # newer rows: on top
         for m in ROW.finditer(html):
             task_id, attrs = int(m.group(1)), dict(ATTR.findall(m.group(0)))
             if "data-poll" in attrs:

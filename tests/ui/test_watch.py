@@ -114,8 +114,13 @@ async def test_the_list_answers_when_a_task_starts_elsewhere(page_as, world, rt)
     assert (await page.hx_get(url)).status_code == 204
     second = await tasks.create_export(rt, world.staff, world.team, {"q": "printer"})  # GraphQL…
     r = await page.hx_get(url)
-    assert r.status_code == 200 and 'id="tasks" hx-swap-oob="innerHTML"' in r.text
+    assert r.status_code == 200 and 'hx-swap-oob="afterbegin:#task-rows"' in r.text
     assert f'id="task-{second.id}"' in r.text and f'data-newest="{second.id}"' in r.text
+    assert f'id="task-{first.id}"' not in r.text  # only what the page does not show yet
+    # A page whose list was empty gets the list itself.
+    r = await page.hx_get("/watch?list=tasks&newest=0&limit=8")
+    assert r.status_code == 200 and 'id="tasks" hx-swap-oob="innerHTML"' in r.text
+    assert f'id="task-{first.id}"' in r.text and 'id="task-rows"' in r.text
     # An import page asks for imports only: an export is not news there.
     assert (await page.hx_get("/watch?list=imports&newest=0")).status_code == 204
 
