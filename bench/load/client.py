@@ -206,7 +206,10 @@ class Sim:
     async def run(self) -> dict[str, Any]:
         watchers = [asyncio.create_task(self.watcher(p)) for p in self.people]
         began = time.monotonic()
-        await self.creator()
+        try:  # an overloaded server must not keep the drill waiting for ever
+            await asyncio.wait_for(self.creator(), self.args.seconds + self.args.grace)
+        except TimeoutError:
+            self._error("create", "not answered by the end of the grace period")
         await asyncio.sleep(max(0.0, self.args.seconds - (time.monotonic() - began)))
         took = time.monotonic() - began
         counts = {k: sum(v.values()) for k, v in self.tally.statuses.items()}  # in the window
