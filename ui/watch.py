@@ -203,6 +203,27 @@ async def _listing(
     return Listing(name, limit, fresh=fresh, newest=max(r.id for r in fresh))
 
 
+async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[str]:
+    """The bell again when the unread count is not the page's; the newest as a toast if it grew."""
+    unread = await notifications.unread_count(rt, v.user_id)
+    if unread == seen:
+        return []
+    toast = None
+    if 0 <= seen < unread:
+        page = await notifications.list_notifications(rt, v.user_id, unread_only=True, first=1)
+        toast = page.items[0] if page.items else None
+    bell_ctx = ctx | {"unread": unread, "toast": toast}
+    return [render_html(v.locale, "base.html", bell_ctx, "bell")]
+
+
+async def _health(rt: Runtime, v: Viewer, shown: str, ctx: dict[str, Any]) -> list[str]:
+    """The worker badge again when what it says is not what the page shows."""
+    report = await health_now(rt)
+    if health_version(report) == shown:
+        return []
+    return [render_html(v.locale, "base.html", ctx | {"health": report}, "health")]
+
+
 Rows = Annotated[list[str], Query(max_length=MAX_ROWS)]
 
 
@@ -222,22 +243,9 @@ async def watch(
     changes = await _rows(rt, v, [parse_row(t) for t in r])
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}
     if bell is not None:
-        unread = await notifications.unread_count(rt, v.user_id)
-        if unread != bell:
-            toast = None
-            if 0 <= bell < unread:
-                page = await notifications.list_notifications(
-                    rt, v.user_id, unread_only=True, first=1
-                )
-                toast = page.items[0] if page.items else None
-            bell_ctx = ctx | {"unread": unread, "toast": toast}
-            changes.html.append(render_html(v.locale, "base.html", bell_ctx, "bell"))
+        changes.html += await _bell(rt, v, bell, ctx)
     if health_v is not None:
-        report = await health_now(rt)
-        if health_version(report) != health_v:
-            changes.html.append(
-                render_html(v.locale, "base.html", ctx | {"health": report}, "health")
-            )
+        changes.html += await _health(rt, v, health_v, ctx)
     listing = None
     if list_name is not None and v.team_id is not None:
         listing = await _listing(rt, v.user_id, v.team_id, list_name, newest, limit)
