@@ -26,6 +26,7 @@ def mount(app: FastAPI) -> None:
         reminders_box,
         tasks_routes,
         tickets_routes,
+        watch,
     )
 
     for module in (
@@ -36,6 +37,7 @@ def mount(app: FastAPI) -> None:
         chrome_routes,
         admin_routes,
         import_routes,
+        watch,
     ):
         app.include_router(module.router, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

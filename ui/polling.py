@@ -1,4 +1,5 @@
-"""The polling schedule of a task row (DESIGN.md §6): 1, 1, 2, 2, 5, 5, 5, then every 10 s.
+"""The polling schedule of a task row (DESIGN.md §6): 1, 1, 2, 2, 5, 5, 5, then every 10 s,
+and the page watcher's tick built from it (issue 11).
 
 The server computes the next delay from how long the row has been watched (`since`, a server
 timestamp carried in the row's URL), so a reload or a new tab starts the schedule again and a
@@ -7,6 +8,8 @@ row stops polling by itself after ten minutes of watching.
 
 from __future__ import annotations
 
+import zlib
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 
 DELAYS = (1, 1, 2, 2, 5, 5, 5)
@@ -30,3 +33,47 @@ def next_delay(age: float) -> int | None:
         if age >= start:
             return delay
     return DELAYS[0]  # a `since` in the future: treat the row as brand new
+
+
+# One watcher per page (ui/watch.py, ui/static/ui.js) asks for everything the page shows in one
+# request: at the earliest schedule point of its unfinished rows, and at least every IDLE
+# seconds so a task started elsewhere shows within that; a hidden tab asks every HIDDEN seconds.
+IDLE = 5.0
+HIDDEN = 30.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MIN_WAIT = 0.2  # never re-ask sooner, even for a row rendered a hair before its point
+
+
+def due_in(age: float) -> float | None:
+    """Seconds until the row's next schedule point after `age` (None once past STOP_AFTER).
+
+    Unlike `next_delay`, this counts from the schedule's own points (0, 1, 2, 4, 6, 11, 16,
+    21, 31, …): a row checked early because another row was due keeps its schedule.
+    """
+    if age >= STOP_AFTER:
+        return None
+    if age < 0:
+        return float(DELAYS[0])
+    later = [s for s in _STARTS if s > age]
+    point = later[0] if later else _STARTS[-1] + STEADY * (int((age - _STARTS[-1]) // STEADY) + 1)
+    return max(_MIN_WAIT, min(point, STOP_AFTER) - age)
+
+
+def tick_in(ages: list[float]) -> float:
+    """Seconds until the page's watcher should ask again: the earliest row due, or IDLE."""
+    dues = [d for d in map(due_in, ages) if d is not None]
+    return min([IDLE, *dues])
+
+
+def version(updated_us: int, label: str, paused: bool) -> str:
+    """What a row shows, as a short token: the page sends it back and gets the row again only
+    when it changed (a status, progress or lease change moves `updated_at`; the label covers
+    changes that time alone makes, such as Scheduled → Queued or Worker lost)."""
+    return format(zlib.crc32(f"{updated_us}|{label}|{int(paused)}".encode()), "08x")
+
+
+def row_version(updated_at: datetime, label: str, paused: bool) -> str:
+    """`version` of a row as rendered (the template's side of the same token)."""
+    if updated_at.tzinfo is None:
+        updated_at = updated_at.replace(tzinfo=UTC)
+    return version((updated_at - _EPOCH) // timedelta(microseconds=1), label, paused)

@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
-from ui import i18n, texts
+from ui import i18n, polling, texts
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -68,6 +68,7 @@ def environment(locale: str) -> Environment:
     env.globals["say"] = partial(texts.say, catalog, locale)
     env.globals["describe_export"] = partial(texts.describe_export, catalog, locale)
     env.globals["new_key"] = lambda: uuid.uuid4().hex
+    env.globals["row_version"] = polling.row_version
     env.globals["html_lang"] = i18n.HTML_LANG.get(locale, "en")
     env.globals["locale"] = locale
     return env

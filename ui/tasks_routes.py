@@ -1,9 +1,9 @@
-"""Tasks: the tasks page and panel, the self-polling row, Export, Cancel and Retry.
+"""Tasks: the tasks page and panel, one task's row, Export, Cancel and Retry.
 
-A row polls `GET /tasks/{id}?since=…` on the schedule in `ui.polling`; the answer is the row
-again with its next delay, or — once the task has finished — a row without polling attributes
-plus an `HX-Trigger: task-finished` header so the notification badge and the ticket's reminder
-box refresh themselves.
+The page's watcher (`ui.watch`, `GET /watch`) follows unfinished rows on the schedule in
+`ui.polling`. `GET /tasks/{id}?since=…` answers one row (its Refresh button, a bookmark): the row
+with its watch attributes, or — once the task has finished — a row without them plus an
+`HX-Trigger: task-finished` header so the ticket's reminder box refreshes itself.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`python -m bench.load`: the load drill of issue 6.
 
-200 people (in two client processes) keep the tasks page open and poll on the real schedule
-while 20 new exports or reminders per second start for 60 s; two `taskdesk worker` processes
+200 people (in two client processes) keep the tasks page open, each with its page's one watcher
+on the real schedule (issue 11; bench/load/client.py), while 20 new exports or reminders per second start for 60 s; two `taskdesk worker` processes
 and one web process serve them, on the benchmark's own servers and a scratch database, with the
 product's default quotas. Afterwards every accepted task must have completed exactly once
 (bench/load/verify.py). Prints the report, writes it as JSON to bench/results/load-<time>.json,
@@ -37,7 +37,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--clients", type=int, default=2, help="load-generating processes")
     p.add_argument("--web", type=int, default=1, help="web processes (uvicorn --workers)")
-    p.add_argument("--tickets", type=int, default=5000, help="tickets of the Load team")
+    p.add_argument(
+        "--tickets",
+        type=int,
+        default=None,
+        help="tickets of the Load team (default 5,000, or 12 a person for more than 400 people: "
+        "each person needs 4 open assigned tickets to remind on)",
+    )
     p.add_argument(
         "--profile", action="store_true", help="py-spy the web and worker processes meanwhile"
     )
@@ -48,7 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="a setting for the web and worker processes (an experiment), e.g. db_pool_size=20",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.tickets = args.tickets or max(5000, 12 * args.people)
+    return args
 
 
 def _spy(args: argparse.Namespace, logs: Path, name: str) -> Path | None:

@@ -1,11 +1,14 @@
 """Simulated people for the load drill (one process; `python -m bench.load.client`).
 
-Each person has the tasks page open: the "anything new?" list check every 2.5 s, the
-notification badge every 5 s, the health badge every 10 s, and every unfinished task row of
-theirs polled on the schedule the server writes into the row (`hx-trigger="load delay:Ns"`),
-until the row comes back without `hx-get` (finished). New tasks — exports and reminders in turn
-— are started through GraphQL at a fixed rate over this process's share of the people, as fast
-as the schedule says whatever the answers take (open loop). Prints one JSON line.
+Each person has the tasks page open and does what its one watcher does (ui/static/ui.js,
+ui/watch.py): one `GET /watch` per tick carrying the page's unfinished rows, the bell's count,
+the badge's version and the list's newest id; a 204 changes nothing, a 200 brings the changed
+fragments (rows, bell, badge, list) whose attributes the next tick sends back. The next tick is
+the answer's `X-Poll-In` (the rows' schedule, at least every 5 s); a 503 or 429 waits for its
+`Retry-After`; a failed request backs off 2, 4, 8 … s. Tasks started elsewhere reach the page
+through the list. New tasks — exports and reminders in turn — are started through GraphQL at a
+fixed rate over this process's share of the people, whatever the answers take (open loop).
+Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from bench.load.http import Client, HTTPError, Response
 
-ROW_POLL = re.compile(r'hx-get="([^"]+)" hx-trigger="load delay:([\d.]+)s"')
-TASK_IDS = re.compile(r'data-task-id="(\d+)"')
+ROW = re.compile(r"<li id=\"task-(\d+)\"[^>]*>")
+ATTR = re.compile(r'(data-[a-z-]+)(?:="([^"]*)")?')
+BELL = re.compile(r'id="bell"[^>]*data-seen="(-?\d+)"')
+HEALTH = re.compile(r'id="health"[^>]*data-v="([^"]*)"')
+NEWEST = re.compile(r'data-newest="(\d+)"')
+FINISHED = {"Completed", "Skipped", "Failed", "Cancelled", "Expired"}
+IDLE, HIDDEN = 5.0, 30.0  # ui.js: the idle tick, a hidden tab's
 EXPORT = (
     "mutation E($team: ID!, $q: String) { createExport(teamId: $team, filter: {q: $q}) "
     "{ __typename ... on Task { id } ... on TaskConflict { existingTask { id } } } }"
@@ -47,13 +56,52 @@ class Person:
 
 
 @dataclass
+class PageState:
+    """What one person's open tasks page shows, as its watcher sends it back."""
+
+    rows: dict[int, str] = field(default_factory=dict)  # task id -> "id:since:version:cancel"
+    bell: int = -1
+    health: str = ""
+    newest: int = 0
+    fails: int = 0
+
+    def url(self) -> str:
+        parts = [f"r={quote(t, safe=':')}" for t in self.rows.values()]
+        parts += [f"bell={self.bell}", f"h={quote(self.health)}", "list=tasks"]
+        parts += [f"newest={self.newest}", "limit=20"]
+        return "/watch?" + "&".join(parts)
+
+    def take(self, html: str) -> list[int]:
+        """Apply a 200 answer; the ids of rows seen finished in it."""
+        finished = []
+        if 'id="tasks" hx-swap-oob="innerHTML"' in html:  # the whole list: it replaces the rows
+            self.rows.clear()
+        self.newest = max([self.newest, *map(int, NEWEST.findall(html))])  # newer rows: on top
+        for m in ROW.finditer(html):
+            task_id, attrs = int(m.group(1)), dict(ATTR.findall(m.group(0)))
+            if "data-poll" in attrs:
+                since, version = attrs["data-since"], attrs["data-v"]
+                self.rows[task_id] = f"{task_id}:{since}:{version}:{attrs['data-cancel']}"
+                continue
+            self.rows.pop(task_id, None)
+            if attrs.get("data-status") in FINISHED:
+                finished.append(task_id)
+        if bell := BELL.search(html):
+            self.bell = int(bell.group(1))
+        if health := HEALTH.search(html):
+            self.health = health.group(1)
+        return finished
+
+
+@dataclass
 class Tally:
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    statuses: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     accepted: list[int] = field(default_factory=list)
     kinds: dict[int, str] = field(default_factory=dict)
     attached: int = 0
-    finished_seen: int = 0
+    finished_seen: set[int] = field(default_factory=set)
     first_error: str = ""
     error_kinds: Counter[str] = field(default_factory=Counter)
 
@@ -65,14 +113,11 @@ class Sim:
         self.args = args
         self.tally = Tally()
         self.stop = asyncio.Event()
-        self.followers: set[asyncio.Task[None]] = set()
         self.client = Client(base, args.connections)
-
-    async def get(self, kind: str, person: Person, url: str) -> Response | None:
-        headers = {"Cookie": person.cookie, "HX-Request": "true"}
-        return await self._call(kind, self.client.get(url, headers))
+        self.pages = {p.id: PageState(newest=p.newest) for p in people}
 
     async def _call(self, kind: str, request: Any) -> Response | None:
+        """The answer, or None after a failed request; a 503/429 is an answer (a refusal)."""
         began = time.perf_counter()
         try:
             r: Response = await request
@@ -80,9 +125,9 @@ class Sim:
             self._error(kind, f"{type(exc).__name__}: {exc}".rstrip(": "))
             return None
         self.tally.latency[kind].append((time.perf_counter() - began) * 1000)
-        if r.status_code >= 400:
+        self.tally.statuses[kind][r.status_code] += 1
+        if r.status_code >= 400 and r.status_code not in (429, 503):
             self._error(kind, f"{r.status_code}: {r.text[:200]}")
-            return None
         return r
 
     def _error(self, kind: str, what: str) -> None:
@@ -90,27 +135,28 @@ class Sim:
         self.tally.error_kinds[f"{kind}: {what[:80]}"] += 1
         self.tally.first_error = self.tally.first_error or f"{kind}: {what}"
 
-    async def every(self, person: Person, kind: str, seconds: float, url: Any) -> None:
-        await asyncio.sleep(seconds * (person.id % 97) / 97)  # spread people over the period
-        while not self.stop.is_set():
-            r = await self.get(kind, person, url())
-            if kind == "list" and r is not None and r.status_code == 200:
-                person.newest = max([person.newest, *map(int, TASK_IDS.findall(r.text))])
-            await asyncio.sleep(seconds)
+    async def watch_once(self, person: Person, page: PageState) -> float:
+        """One tick of the person's watcher; seconds until the next one."""
+        headers = {"Cookie": person.cookie, "HX-Request": "true"}
+        r = await self._call("watch", self.client.get(page.url(), headers))
+        if r is None:
+            page.fails += 1
+            return min(60.0, 2.0**page.fails)
+        if r.status_code in (429, 503):
+            return float(r.headers.get("retry-after") or 10)
+        if r.status_code >= 400:
+            return 10.0
+        page.fails = 0
+        if r.status_code == 200:
+            self.tally.finished_seen.update(page.take(r.text))
+        return float(r.headers.get("x-poll-in") or IDLE)
 
-    async def follow(self, person: Person, task_id: int) -> None:
-        url, delay = f"/tasks/{task_id}", 0.0
-        deadline = time.monotonic() + self.args.seconds + self.args.grace
-        while time.monotonic() < deadline:
-            await asyncio.sleep(delay)
-            r = await self.get("row", person, url)
-            if r is None:
-                return
-            found = ROW_POLL.search(r.text)
-            if found is None:
-                self.tally.finished_seen += 1
-                return
-            url, delay = found.group(1).replace("&amp;", "&"), float(found.group(2))
+    async def watcher(self, person: Person) -> None:
+        page = self.pages[person.id]
+        await asyncio.sleep(IDLE * (person.id % 97) / 97)  # pages opened over a few seconds
+        while True:
+            wait = await self.watch_once(person, page)
+            await asyncio.sleep(wait)
 
     async def create(self, i: int) -> None:
         person = self.people[i % len(self.people)]
@@ -126,7 +172,7 @@ class Sim:
             kind = "REMINDER"
         headers = {"Cookie": person.cookie}
         r = await self._call("create", self.client.post_json("/graphql", body, headers))
-        if r is None:
+        if r is None or r.status_code >= 400:
             return
         result = next(iter((r.json().get("data") or {}).values()), None) or {}
         if result.get("__typename") == "Task":
@@ -134,14 +180,9 @@ class Sim:
             self.tally.accepted.append(task_id)
             self.tally.kinds[task_id] = kind
         elif result.get("__typename") == "TaskConflict":
-            task_id = int(result["existingTask"]["id"])
             self.tally.attached += 1
         else:
             self._error("create", r.text[:300])
-            return
-        follower = asyncio.create_task(self.follow(person, task_id))
-        self.followers.add(follower)
-        follower.add_done_callback(self.followers.discard)
 
     async def creator(self) -> None:
         loop = asyncio.get_running_loop()
@@ -154,40 +195,45 @@ class Sim:
             pending.append(asyncio.create_task(self.create(self.args.offset + i)))
         await asyncio.gather(*pending)
 
+    async def _pages_settled(self, grace: float) -> None:
+        """Until no page shows an unfinished row (or `grace` runs out): the last tasks' rows."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not any(p.rows for p in self.pages.values()):
+                return
+            await asyncio.sleep(0.5)
+
     async def run(self) -> dict[str, Any]:
-        background = []
-        for p in self.people:
-            background += [
-                asyncio.create_task(
-                    self.every(p, "list", 2.5, lambda p=p: f"/tasks?newer_than={p.newest}&limit=20")
-                ),
-                asyncio.create_task(self.every(p, "badge", 5.0, lambda: "/notifications/badge")),
-                asyncio.create_task(self.every(p, "health", 10.0, lambda: "/health/badge")),
-            ]
+        watchers = [asyncio.create_task(self.watcher(p)) for p in self.people]
         began = time.monotonic()
-        await self.creator()
+        try:  # an overloaded server must not keep the drill waiting for ever
+            await asyncio.wait_for(self.creator(), self.args.seconds + self.args.grace)
+        except TimeoutError:
+            self._error("create", "not answered by the end of the grace period")
         await asyncio.sleep(max(0.0, self.args.seconds - (time.monotonic() - began)))
-        self.stop.set()
         took = time.monotonic() - began
-        if self.followers:  # let the rows of the last tasks see them finish
-            await asyncio.wait(set(self.followers), timeout=self.args.grace)
+        counts = {k: sum(v.values()) for k, v in self.tally.statuses.items()}  # in the window
+        await self._pages_settled(self.args.grace)  # let the pages see the last tasks finish
         elapsed = time.monotonic() - began
-        for t in background + list(self.followers):
-            t.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        for w in watchers:
+            w.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
         await self.client.aclose()
         t = self.tally
         return {
             "seconds": took,
             "elapsed": elapsed,
+            "people": len(self.people),
+            "window_requests": counts,
             "latency": t.latency,
+            "statuses": {k: {str(s): n for s, n in v.items()} for k, v in t.statuses.items()},
             "errors": t.errors,
             "first_error": t.first_error,
             "error_kinds": dict(t.error_kinds.most_common(10)),
             "accepted": t.accepted,
             "kinds": t.kinds,
             "attached": t.attached,
-            "finished_seen": t.finished_seen,
+            "finished_seen": len(set(t.accepted) & t.finished_seen),
         }
 
 

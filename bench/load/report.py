@@ -1,5 +1,7 @@
-"""The load drill's report: requests per second, latencies per kind of request, errors, the
-tasks accepted and completed, the checks, and the CPU share of each process group."""
+"""The load drill's report: requests per second (asked and served), latencies per kind of
+request, the answers by status (204 = nothing changed, 503/429 = refused, with Retry-After),
+errors, the pages' requests per minute, the tasks accepted and completed, the checks, and the
+CPU share of each process group."""
 
 from __future__ import annotations
 
@@ -9,12 +11,10 @@ from typing import Any
 from bench.stats import percentile
 
 KINDS = (
-    ("row", "task row (status)"),
-    ("list", "task list check"),
-    ("badge", "notification badge"),
-    ("health", "health badge"),
+    ("watch", "page watcher (/watch)"),
     ("create", "createExport / scheduleReminder"),
 )
+REFUSED = ("503", "429")
 
 
 def _merge(clients: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -25,26 +25,56 @@ def _merge(clients: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
+def _statuses(clients: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for c in clients:
+        for kind, counts in c["statuses"].items():
+            mine = out.setdefault(kind, {})
+            for status, n in counts.items():
+                mine[status] = mine.get(status, 0) + n
+    return out
+
+
+def _traffic(args: argparse.Namespace, clients: list[dict[str, Any]]) -> list[str]:
+    latency = _merge(clients, "latency")
+    errors = _merge(clients, "errors")
+    statuses = _statuses(clients)
+    seconds = max(c["elapsed"] for c in clients)
+    requests = sum(len(v) for v in latency.values()) + sum(errors.values())
+    refused = sum(n for by in statuses.values() for s, n in by.items() if s in REFUSED)
+    served = requests - refused - sum(errors.values())
+    every = [ms for v in latency.values() for ms in v]
+    window = sum(c["window_requests"].get("watch", 0) for c in clients)
+    people = sum(c["people"] for c in clients)
+    lines = [
+        f"requests: {requests:,} in {seconds:.0f} s (the load window and the last rows' polls) "
+        f"= {requests / seconds:,.0f} req/s asked, {served / seconds:,.0f} req/s served; "
+        f"p99 {percentile(every, 99):.1f} ms; errors: {sum(errors.values())}; "
+        f"refused (503/429, Retry-After): {refused}",
+        f"page watcher: {window / people / (args.seconds / 60):.1f} requests per page per minute "
+        f"in the load window (pages following their tasks; an idle page asks every 5 s)",
+    ]
+    for key, label in KINDS:
+        ms = latency.get(key, [])
+        by = statuses.get(key, {})
+        answers = ", ".join(f"{s}: {n:,}" for s, n in sorted(by.items()))
+        lines.append(
+            f"  {label:32} {len(ms):7,} requests  p50 {percentile(ms, 50):7.1f} ms  "
+            f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}  ({answers})"
+        )
+    return lines
+
+
 def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool]:
     clients = outcome["clients"]
     latency = _merge(clients, "latency")
     errors = _merge(clients, "errors")
-    seconds = max(c["elapsed"] for c in clients)
-    requests = sum(len(v) for v in latency.values()) + sum(errors.values())
     v = outcome["verify"]
     lines = [
         f"load drill: {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s, "
         f"{args.workers} workers, {args.web} web process(es)",
-        f"requests: {requests:,} in {seconds:.0f} s (the load window and the last rows' polls) "
-        f"= {requests / seconds:,.0f} req/s; "
-        f"errors: {sum(errors.values())}",
+        *_traffic(args, clients),
     ]
-    for key, label in KINDS:
-        ms = latency.get(key, [])
-        lines.append(
-            f"  {label:32} {len(ms):7,} requests  p50 {percentile(ms, 50):7.1f} ms  "
-            f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}"
-        )
     kinds = _merge(clients, "error_kinds")
     for what, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:
         lines.append(f"  {n:6,} x {what}")
@@ -63,7 +93,7 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
     ]
     ok = not errors or not sum(errors.values())
     ok = ok and v["problem_count"] == 0 and v["accepted"] == v["completed"]
-    rows = latency.get("row", [])
+    rows = latency.get("watch", [])
     web_cpu = outcome["cpu_pct"].get("web", 0.0)
     verdict = "pass" if ok else "FAIL"
     if rows and percentile(rows, 50) > 1000:

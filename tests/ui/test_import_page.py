@@ -77,9 +77,9 @@ async def test_admin_uploads_and_the_queued_row_comes_back(page_as, world, rt, c
     assert 'id="tasks" hx-swap-oob="innerHTML"' in r.text  # the list, refreshed in place
     row = row_html(r.text, task.id)
     assert 'data-status="Queued"' in row and "data-poll" in row
-    assert 'hx-trigger="load delay:1s"' in row  # the same schedule as every row
+    assert 'data-delay="1"' in row  # the same schedule as every row
     assert "Import" in row and "from-zendesk.csv" in row and "update existing ones" in row
-    assert 'hx-get="/imports?newer_than=' in r.text  # the list looks for imports only
+    assert 'data-list="imports"' in r.text  # the list looks for imports only
 
     assert await execute(rt, registry(), task.id, task.run) == "done"
     r = await zhou.hx_get(f"/tasks/{task.id}?since={clock.now.timestamp()}")
@@ -247,7 +247,7 @@ async def test_running_row_shows_file_mode_rows_and_eta(page_as, world, rt, cloc
     clock.advance(20)
     zhou = await page_as(world.admin)
     r = await zhou.hx_get(f"/tasks/{task.id}?since={clock.now.timestamp() - 20}")
-    assert 'data-status="Running"' in r.text and 'hx-trigger="load delay:5s"' in r.text
+    assert 'data-status="Running"' in r.text and 'data-delay="5"' in r.text
     assert "Import" in r.text and "legacy.csv" in r.text and "add new tickets only" in r.text
     assert "500 / 2,000 rows" in r.text and 'value="25"' in r.text and "about 60 s left" in r.text
     assert "rejected" not in r.text and "/report" not in r.text  # the summary comes at the end
@@ -300,7 +300,7 @@ async def test_the_list_looks_for_new_imports_only(page_as, world, rt) -> None:
     task = await _start(rt, world, GOOD)
     r = await zhou.hx_get("/imports?newer_than=0&limit=8")
     assert r.status_code == 200 and f'id="task-{task.id}"' in r.text
-    assert "<html" not in r.text and f"/imports?newer_than={task.id}" in r.text
+    assert "<html" not in r.text and f'data-newest="{task.id}"' in r.text
     assert (await zhou.hx_get(f"/imports?newer_than={task.id}")).status_code == 204
 
 

@@ -142,6 +142,7 @@ async def test_every_page_renders_fully_in_chinese(page_as, world, rt, clock, ch
             "/tasks?newer_than=0",
             "/notifications/badge?seen=0",
             "/health/badge",
+            "/watch?bell=-1&h=&list=tasks",
             f"/tickets/{ticket}",
         ],
         world.customer: ["/notifications/badge?seen=0"],

@@ -35,7 +35,7 @@ async def test_running_task_whose_lease_ran_out_says_worker_lost(page_as, world,
     assert 'data-status="Running"' in row and "Worker lost" not in row
     clock.advance(31)  # nobody renewed the lease: the worker is gone
     row = (await page.hx_get(f"/tasks/{task.id}")).text
-    assert 'data-status="Worker lost"' in row and " data-active data-poll hx-get=" in row
+    assert 'data-status="Worker lost"' in row and " data-active data-poll data-since=" in row
     assert "Worker lost — resumes when a worker is back." in row
 
 

@@ -1,4 +1,4 @@
-"""The self-polling task row: its delay follows the schedule by watch age (FakeClock), a
+"""The watched task row: its delay follows the schedule by watch age (FakeClock), a
 terminal row carries no polling attributes and tells the page what finished, a row watched for
 ten minutes stops and offers Refresh, and the "anything newer?" check is cheap."""
 
@@ -14,7 +14,7 @@ from jobs.execution import execute
 from jobs.processors import registry
 from ui import polling
 
-TRIGGER = re.compile(r'hx-trigger="load delay:(\d+)s"')
+TRIGGER = re.compile(r'data-poll data-since="[\d.]+" data-delay="(\d+)"')
 
 
 def delay_of(html: str) -> int | None:
@@ -45,8 +45,8 @@ async def test_row_delay_follows_the_schedule_by_age(page_as, world, rt, clock) 
         assert r.status_code == 200
         assert r.headers["vary"] == "HX-Request"
         assert delay_of(r.text) == delay, (age, r.text)
-        assert f'hx-get="/tasks/{task.id}?since={since:.3f}"' in r.text
-        assert 'hx-swap="outerHTML"' in r.text
+        assert f'data-since="{since:.3f}"' in r.text  # the page's watcher sends it back
+        assert 'hx-trigger="load' not in r.text  # no timer of its own (ui/watch.py)
         assert "Queued" in r.text and "HX-Trigger" not in r.headers
 
 
@@ -142,7 +142,7 @@ async def test_newer_check_is_204_until_something_new(page_as, world, rt) -> Non
     r = await page.hx_get(f"/tasks?newer_than={first.id}&limit=8")
     assert r.status_code == 200
     assert f'id="task-{second.id}"' in r.text and f'id="task-{first.id}"' in r.text
-    assert f"newer_than={second.id}" in r.text  # the next check asks past the new newest
+    assert f'data-newest="{second.id}"' in r.text  # the next check asks past the new newest
 
 
 @pytest.mark.parametrize("since", ["abc", "-5"])

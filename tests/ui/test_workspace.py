@@ -182,16 +182,17 @@ async def test_notifications_list_and_mark_read(page_as, world, rt) -> None:
 
 async def test_health_badge_warns_without_a_worker(page_as, world) -> None:
     r = await (await page_as(world.staff)).hx_get("/health/badge")
-    assert r.status_code == 200 and 'hx-trigger="every 10s"' in r.text
+    assert r.status_code == 200 and 'data-v="1-0"' in r.text  # the watcher's version of it
     assert "No worker is running: tasks will wait until one runs. Nothing is lost." in r.text
     assert 'role="alert"' in r.text
 
 
-async def test_pages_poll_bell_and_health(page_as, world) -> None:
+async def test_pages_watch_bell_health_and_list_with_one_watcher(page_as, world) -> None:
     r = await (await page_as(world.staff)).get("/tickets")
-    assert 'hx-get="/notifications/badge?seen=-1"' in r.text and "every 5s" in r.text
-    assert 'hx-get="/health/badge"' in r.text and "load, every 10s" in r.text
-    assert 'hx-trigger="every 2500ms"' in r.text  # the tasks panel looks for new tasks
+    assert r.text.count('id="watch"') == 1  # ui.js asks /watch for all of these at once
+    assert 'data-seen="-1"' in r.text and 'id="health" class="health" data-v=""' in r.text
+    assert 'data-list="tasks"' in r.text  # the tasks panel looks for new tasks
+    assert "every " not in r.text and "load delay" not in r.text  # no timers of their own
     assert "X-CSRF-Token" in r.text and 'lang="en"' in r.text
 
 

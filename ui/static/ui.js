@@ -1,12 +1,19 @@
 // taskdesk pages: what htmx does not do by itself.
-// - 5xx answers and lost connections end a self-polling row's `load` chain: say so, and try
-//   the row again a little later (a 4xx is an answer — e.g. the task is gone — and is shown).
+// - One watcher per page asks `/watch` for everything that changes by itself (unfinished task
+//   rows, the bell, the worker badge, the list's "anything newer?"), one request per tick; see
+//   ui/watch.py. The server says when to ask next (X-Poll-In): the earliest row on its schedule,
+//   else every 5 s. A hidden tab asks every 30 s and at once when shown again. A 503/429 waits
+//   for its Retry-After, a lost connection backs off; the watcher never stops by itself.
+// - 5xx answers and lost connections of what the person did are said in #flash.
 // - Focus follows a form's answer, so keyboard and screen-reader users land on the result.
 // - A toast closes with its button and fades by itself after a while.
 // - On a narrow screen, a chip shows the active tasks with their progress and jumps to them.
 (function () {
   "use strict";
-  var RETRY_MS = 10000;
+  var IDLE_MS = 5000; // when the server gives no X-Poll-In
+  var HIDDEN_MS = 30000;
+  var ERROR_MS = 10000;
+  var MAX_BACKOFF_MS = 60000;
   var TOAST_MS = 8000;
   var FADE_MS = 600;
 
@@ -70,24 +77,19 @@
     box.appendChild(p);
   }
 
-  function retryRow(elt) {
-    var row = elt && elt.closest ? elt.closest("[data-poll]") : null;
-    if (!row || !row.id) return;
-    setTimeout(function () {
-      if (!document.body.contains(row)) return;
-      htmx.ajax("GET", row.getAttribute("hx-get"), { target: "#" + row.id, swap: "outerHTML" });
-    }, RETRY_MS);
+  function isWatcher(evt) {
+    return evt.detail.elt && evt.detail.elt.id === "watch";
   }
 
   document.addEventListener("htmx:responseError", function (evt) {
+    if (isWatcher(evt)) return; // the watcher backs off and tries again by itself
     var status = evt.detail.xhr ? evt.detail.xhr.status : 0;
     flash(document.body.dataset.msgServer + " (HTTP " + status + ")");
-    retryRow(evt.detail.elt);
   });
 
   document.addEventListener("htmx:sendError", function (evt) {
     flash(document.body.dataset.msgOffline);
-    retryRow(evt.detail.elt);
+    if (isWatcher(evt)) document.getElementById("flash").dataset.offline = "1";
   });
 
   document.addEventListener("htmx:afterRequest", function (evt) {
@@ -98,6 +100,123 @@
       if (box && evt.detail.target !== box) box.textContent = "";
     }
   });
+
+  // --- the page watcher ---------------------------------------------------------------------
+  var watch = { elt: null, timer: null, at: Infinity, busy: false, again: false, last: 0, fails: 0 };
+  var seenRows = new WeakSet();
+
+  function watchUrl() {
+    var parts = [];
+    var done = {};
+    var rows = document.querySelectorAll("[data-poll][data-task-id]");
+    for (var i = 0; i < rows.length; i++) {
+      var d = rows[i].dataset;
+      if (done[d.taskId]) continue;
+      done[d.taskId] = true;
+      parts.push("r=" + encodeURIComponent([d.taskId, d.since, d.v, d.cancel].join(":")));
+    }
+    var bell = document.getElementById("bell");
+    if (bell) parts.push("bell=" + encodeURIComponent(bell.dataset.seen || "-1"));
+    var health = document.getElementById("health");
+    if (health) parts.push("h=" + encodeURIComponent(health.dataset.v || ""));
+    var list = document.getElementById("tasks-watch");
+    if (list) {
+      parts.push("list=" + encodeURIComponent(list.dataset.list));
+      parts.push("newest=" + encodeURIComponent(list.dataset.newest));
+      parts.push("limit=" + encodeURIComponent(list.dataset.limit));
+    }
+    return "/watch?" + parts.join("&");
+  }
+
+  // Ask at `at` (ms since the epoch), or earlier if already due earlier; a hidden tab waits
+  // at least HIDDEN_MS after its last request.
+  function arm(at, replace) {
+    if (!watch.elt) return;
+    if (!replace && at >= watch.at) return;
+    if (document.hidden) at = Math.max(at, watch.last + HIDDEN_MS);
+    clearTimeout(watch.timer);
+    watch.at = at;
+    watch.timer = setTimeout(tick, Math.max(0, at - Date.now()));
+  }
+
+  function tick() {
+    clearTimeout(watch.timer);
+    watch.at = Infinity;
+    if (!watch.elt || !document.body.contains(watch.elt)) return;
+    if (watch.busy) {
+      watch.again = true;
+      return;
+    }
+    watch.busy = true;
+    watch.last = Date.now();
+    htmx.ajax("GET", watchUrl(), { source: watch.elt, swap: "none" });
+  }
+
+  function retryAfter(xhr) {
+    var secs = Number(xhr.getResponseHeader("Retry-After"));
+    return secs > 0 ? Math.min(secs * 1000, 5 * MAX_BACKOFF_MS) : ERROR_MS;
+  }
+
+  function watched(evt) {
+    var xhr = evt.detail.xhr;
+    var status = xhr ? xhr.status : 0;
+    watch.busy = false;
+    var wait;
+    if (status >= 200 && status < 400) {
+      watch.fails = 0;
+      var next = Number(xhr.getResponseHeader("X-Poll-In"));
+      wait = next > 0 ? next * 1000 : IDLE_MS;
+      var box = document.getElementById("flash");
+      if (box && box.dataset.offline) {
+        box.textContent = "";
+        delete box.dataset.offline;
+      }
+    } else if (status === 503 || status === 429) {
+      wait = retryAfter(xhr); // overloaded or down for a moment: as long as the server asks
+    } else if (status === 0) {
+      watch.fails += 1; // no answer at all: 2, 4, 8 … up to 60 s
+      wait = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, watch.fails));
+    } else {
+      wait = ERROR_MS;
+    }
+    arm(Date.now() + wait, true);
+    if (watch.again) {
+      watch.again = false;
+      tick();
+    }
+  }
+
+  // A row that appeared (the page, a form's answer, a refreshed list) is due after its delay.
+  function noticeRows() {
+    var rows = document.querySelectorAll("[data-poll][data-task-id]");
+    var now = Date.now();
+    for (var i = 0; i < rows.length; i++) {
+      if (seenRows.has(rows[i])) continue;
+      seenRows.add(rows[i]);
+      arm(now + 1000 * (Number(rows[i].dataset.delay) || 1), false);
+    }
+  }
+
+  function startWatching() {
+    watch.elt = document.getElementById("watch");
+    if (!watch.elt) return;
+    noticeRows();
+    tick(); // at once: the bell and the badge are not in the page until the first answer
+  }
+
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    if (isWatcher(evt)) watched(evt);
+  });
+  document.addEventListener("htmx:afterSettle", noticeRows);
+  document.addEventListener("htmx:load", noticeRows);
+  document.addEventListener("visibilitychange", function () {
+    if (!watch.elt) return;
+    if (document.hidden) arm(watch.last + HIDDEN_MS, true);
+    else tick(); // catch up at once
+  });
+  // After htmx has read its configuration (it does so on DOMContentLoaded, and loads first).
+  if (document.readyState === "complete") startWatching();
+  else document.addEventListener("DOMContentLoaded", startWatching);
 
   document.addEventListener("htmx:afterSwap", function (evt) {
     var verb = evt.detail.requestConfig && evt.detail.requestConfig.verb;
