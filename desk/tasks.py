@@ -356,24 +356,22 @@ async def submit_noop(
     *,
     run_at: datetime | None = None,
 ) -> BackgroundTask:
-    """A trivial task for benchmarks and tests (never offered to people); `script` steers it."""
-    async with rt.engine.begin() as conn:
-        await access.require_member(conn, user_id, team_id)
-        task = await ledger.insert(
-            conn,
-            ledger.NewTask(
-                kind=TaskKind.NOOP,
-                team_id=team_id,
-                owner_id=user_id,
-                scope_key=f"noop:{uuid.uuid4().hex}",
-                run_at=run_at or rt.clock(),
-                max_attempts=int((script or {}).get("max_attempts", rt.settings.max_attempts)),
-                filters=script or {},
-            ),
-            now=rt.clock(),
-            dispatched=_dispatch_now(rt, run_at or rt.clock()),
-        )
-    assert task is not None
+    """A trivial task for benchmarks and tests (never offered to people); `script` steers it.
+    One statement on `rt.pg` (membership and insert, desk.intake), then the kick."""
+    run_at = run_at or rt.clock()
+    new = ledger.NewTask(
+        kind=TaskKind.NOOP,
+        team_id=team_id,
+        owner_id=user_id,
+        scope_key=f"noop:{uuid.uuid4().hex}",
+        run_at=run_at,
+        max_attempts=int((script or {}).get("max_attempts", rt.settings.max_attempts)),
+        filters=script or {},
+    )
+    now = rt.clock()
+    task = await intake.accept_noop(rt.pg, new, now=now, dispatched=_dispatch_now(rt, run_at))
+    if task is None:
+        raise NotFound("Team not found.")  # as access.require_member says it
     await kick(rt, task)
     return task
 

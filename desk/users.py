@@ -120,21 +120,19 @@ async def user_for_token(rt: Runtime, token: str) -> int | None:
     if not token.startswith(TOKEN_PREFIX):
         return None
     now = rt.clock()
-    # last_used_at is written at most once a minute, so reads stay cheap.
-    async with rt.engine.begin() as conn:
-        row = (
-            await conn.execute(
-                sa.text(
-                    "WITH t AS (SELECT id, owner_id, last_used_at FROM api_token "
-                    "  WHERE token_sha256 = :h AND revoked_at IS NULL), "
-                    "u AS (UPDATE api_token a SET last_used_at = :now FROM t WHERE a.id = t.id "
-                    "  AND (t.last_used_at IS NULL OR t.last_used_at < :stale)) "
-                    "SELECT owner_id FROM t"
-                ),
-                {"h": _digest(token), "now": now, "stale": now - timedelta(minutes=1)},
-            )
-        ).first()
-    return int(row.owner_id) if row else None
+    # Every bearer request starts here: one statement on `rt.pg`, no engine checkout. It may
+    # stamp last_used_at (at most once a minute, so reads stay cheap), and is still sent as a
+    # read: `rt.pg.one` runs it once more after a connection a database restart closed, which
+    # is safe because stamping the same time twice changes nothing.
+    row = await rt.pg.one(
+        "WITH t AS (SELECT id, owner_id, last_used_at FROM api_token "
+        "  WHERE token_sha256 = %(h)s AND revoked_at IS NULL), "
+        "u AS (UPDATE api_token a SET last_used_at = %(now)s FROM t WHERE a.id = t.id "
+        "  AND (t.last_used_at IS NULL OR t.last_used_at < %(stale)s)) "
+        "SELECT owner_id FROM t",
+        {"h": _digest(token), "now": now, "stale": now - timedelta(minutes=1)},
+    )
+    return int(row["owner_id"]) if row else None
 
 
 async def list_tokens(rt: Runtime, user_id: int) -> list[ApiToken]:
