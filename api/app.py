@@ -60,10 +60,12 @@ def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:
 
 
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
+    # Pages first: their polled routes (/watch, rows) are most of the traffic, and routes are
+    # matched in order. No page path overlaps an ops, GraphQL or console path.
+    _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_ops,
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_console,  # the operators' console: /ops/...
-    _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_placeholder_home,
 ]
 

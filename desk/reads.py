@@ -59,6 +59,7 @@ class TaskRow:
     team_id: int
     owner_id: int
     ticket_id: int | None
+    updated_at: datetime  # a watched row's version (ui.polling.row_version) is made of it
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import access, health, lanes, notifications, task_rules, tasks
+from desk import access, health, lanes, notifications, reads, task_rules
 from desk.errors import NotFound, ValidationProblem
 from desk.models import Role, TaskKind
 from desk.runtime import Runtime
@@ -32,7 +32,7 @@ from ui import polling, task_lists
 from ui.render import render_html
 from ui.route import UiRoute
 from ui.taskview import TaskView
-from ui.viewer import FragmentViewer, Viewer
+from ui.viewer import BellViewer, Viewer
 
 router = APIRouter(route_class=UiRoute)
 
@@ -187,8 +187,9 @@ async def _listing(
     """None when no task newer than the page's newest row is visible (one indexed read)."""
     kind = LISTS[name]
     try:
-        page = await tasks.list_tasks(
-            rt, user_id, team_id, first=limit, newer_than=newest, kind=kind
+        # One statement on rt.pg: the rows with their reminders' titles and the paused lanes.
+        page = await reads.list_tasks(
+            rt.pg, user_id, team_id, first=limit, newer_than=newest, kind=kind
         )
         if not page.items:
             return None
@@ -197,7 +198,9 @@ async def _listing(
                 rt, user_id, team_id, limit=limit, kind=kind, watch_url=f"/{name}"
             )
             return Listing(name, limit, whole=whole)
-        fresh = await task_lists.views(rt, user_id, page.items)
+        fresh = await task_lists.views(
+            rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes
+        )
     except NotFound:  # no longer a member of the team the page shows: the page says so on reload
         return None
     return Listing(name, limit, fresh=fresh, newest=max(r.id for r in fresh))
@@ -205,7 +208,8 @@ async def _listing(
 
 async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[str]:
     """The bell again when the unread count is not the page's; the newest as a toast if it grew."""
-    unread = await notifications.unread_count(rt, v.user_id)
+    # Read with the session (BellViewer): no statement of its own.
+    unread = v.unread if v.unread is not None else await reads.unread_count(rt.pg, v.user_id)
     if unread == seen:
         return []
     toast = None
@@ -231,7 +235,7 @@ Rows = Annotated[list[str], Query(max_length=MAX_ROWS)]
 async def watch(
     request: Request,
     rt: RuntimeDep,
-    v: FragmentViewer,
+    v: BellViewer,
     r: Rows = [],  # noqa: B006 - FastAPI copies query defaults
     bell: Annotated[int | None, Query(ge=-1)] = None,
     health_v: Annotated[str | None, Query(alias="h", max_length=16)] = None,

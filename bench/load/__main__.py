@@ -120,8 +120,10 @@ async def drill(
             cpu0, t0 = _cpu(pids), time.monotonic()
             await asyncio.sleep(args.seconds)
             cpu1, t1 = _cpu(pids), time.monotonic()
+            # A client bounds itself at seconds + 2 x 60 s of grace, then closes its pages; with
+            # 500 pages a process that close takes minutes on a busy machine (1000-person drill).
             results = [
-                await asyncio.to_thread(procs.collect_json, c, args.seconds + 180) for c in clients
+                await asyncio.to_thread(procs.collect_json, c, args.seconds + 480) for c in clients
             ]
             accepted = [i for r in results for i in r["accepted"]]
             unfinished = await verify.wait_finished(rt, accepted, 180)

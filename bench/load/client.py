@@ -31,6 +31,7 @@ ROW = re.compile(r"<li id=\"task-(\d+)\"[^>]*>")
 ATTR = re.compile(r'(data-[a-z-]+)(?:="([^"]*)")?')
 BELL = re.compile(r'id="bell"[^>]*data-seen="(-?\d+)"')
 HEALTH = re.compile(r'id="health"[^>]*data-v="([^"]*)"')
+MAX_ROWS = 60  # ui/watch.py MAX_ROWS
 NEWEST = re.compile(r'data-newest="(\d+)"')
 FINISHED = {"Completed", "Skipped", "Failed", "Cancelled", "Expired"}
 IDLE, HIDDEN = 5.0, 30.0  # ui.js: the idle tick, a hidden tab's
@@ -66,7 +67,9 @@ class PageState:
     fails: int = 0
 
     def url(self) -> str:
-        parts = [f"r={quote(t, safe=':')}" for t in self.rows.values()]
+        # As ui.js: at most MAX_ROWS rows a tick, the newest (on top of the page) first.
+        newest_rows = sorted(self.rows.items(), reverse=True)[:MAX_ROWS]
+        parts = [f"r={quote(t, safe=':')}" for _, t in newest_rows]
         parts += [f"bell={self.bell}", f"h={quote(self.health)}", "list=tasks"]
         parts += [f"newest={self.newest}", "limit=20"]
         return "/watch?" + "&".join(parts)

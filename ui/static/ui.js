@@ -14,6 +14,7 @@
   var HIDDEN_MS = 30000;
   var ERROR_MS = 10000;
   var MAX_BACKOFF_MS = 60000;
+  var MAX_ROWS = 60; // rows one /watch carries at most (ui/watch.py MAX_ROWS)
   var TOAST_MS = 8000;
   var FADE_MS = 600;
 
@@ -112,6 +113,8 @@
     for (var i = 0; i < rows.length; i++) {
       var d = rows[i].dataset;
       if (done[d.taskId]) continue;
+      // ui/watch.py MAX_ROWS: the newest rows (on top) first; the rest wait for a later tick.
+      if (parts.length >= MAX_ROWS) break;
       done[d.taskId] = true;
       parts.push("r=" + encodeURIComponent([d.taskId, d.since, d.v, d.cancel].join(":")));
     }
