@@ -4,7 +4,6 @@ colleague's accept never waits for it, while one person's quota still holds unde
 from __future__ import annotations
 
 import asyncio
-import time
 
 import psycopg
 import sqlalchemy as sa
@@ -12,6 +11,7 @@ import sqlalchemy as sa
 from desk import tasks
 from desk.errors import QuotaExceeded
 from desk.models import TaskStatus
+from tests.helpers import wait_for
 
 DEADLINE = 30.0  # generous: the machine is shared
 
@@ -42,13 +42,6 @@ async def _waiting_on_locks(rt) -> int:
     return int(row["n"])
 
 
-async def _until(condition, what: str) -> None:
-    ends = time.monotonic() + DEADLINE
-    while not await condition():
-        assert time.monotonic() < ends, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 async def test_a_colleague_accepts_while_one_persons_lock_is_held(rt, world) -> None:
     mei = await _second_staff(rt, world.team)
     with psycopg.connect(rt.settings.libpq_url) as holder:  # an open transaction holds Chen's lock
@@ -57,7 +50,11 @@ async def test_a_colleague_accepts_while_one_persons_lock_is_held(rt, world) -> 
             (f"accept:{world.team}:{world.staff}",),
         )
         chen = asyncio.create_task(tasks.create_export(rt, world.staff, world.team, {"q": "a"}))
-        await _until(lambda: _waiting_on_locks_at_least(rt, 1), "Chen's accept to wait")
+        await wait_for(
+            lambda: _waiting_on_locks_at_least(rt, 1),
+            timeout=DEADLINE,
+            what="Chen's accept to wait",
+        )
         # Mei, same team, is not behind Chen: her accept completes while his lock is held.
         done = await asyncio.wait_for(
             tasks.create_export(rt, mei, world.team, {"q": "b"}), DEADLINE

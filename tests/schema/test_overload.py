@@ -6,13 +6,13 @@ process serves again. Requests are held in flight by a real row lock, not by a m
 from __future__ import annotations
 
 import asyncio
-import time
 
 import psycopg
 from prometheus_client import REGISTRY
 
 from api.overload import OVERLOADED, RETRY_AFTER_SECONDS
 from schema import errors
+from tests.helpers import wait_for
 
 REMIND = "mutation($t: ID!) { scheduleReminder(ticketId: $t, inMinutes: 30) { __typename } }"
 DEADLINE = 30.0
@@ -24,16 +24,15 @@ def refusals(face: str) -> float:
 
 async def _blocked_on_locks(api, n: int) -> None:
     """Wait (with a deadline) until `n` sessions of the app wait on a row lock."""
-    ends = time.monotonic() + DEADLINE
-    while True:
+
+    async def enough() -> bool:
         row = await api.rt.pg.one(
             "SELECT count(*) AS n FROM pg_stat_activity "
             "WHERE datname = current_database() AND wait_event_type = 'Lock'"
         )
-        if row is not None and row["n"] >= n:
-            return
-        assert time.monotonic() < ends, "the mutations never reached the lock"
-        await asyncio.sleep(0.02)
+        return row is not None and row["n"] >= n
+
+    await wait_for(enough, timeout=DEADLINE, what="the mutations to reach the lock")
 
 
 async def test_beyond_the_bound_requests_get_503_at_once(make_api, world) -> None:
