@@ -1,7 +1,9 @@
 """What an export contains: the ticket query for a task's filters and the CSV it is written as.
 
-The CSV is produced by PostgreSQL itself (`COPY (SELECT …) TO STDOUT CSV`): formula cells are
-neutralised and times formatted in SQL, so the worker only moves bytes.
+The CSV is produced by PostgreSQL itself: formula cells are neutralised, times formatted and
+cells quoted in SQL. The worker stores it chunk by chunk with `chunk_sql` (`INSERT … SELECT`, the
+bytes never leave the server); `copy_sql` is the same CSV through `COPY … TO STDOUT CSV`, the
+reference it must equal byte for byte (tests, and the benchmark's baseline).
 """
 
 from __future__ import annotations
@@ -64,6 +66,63 @@ def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
         f"WHERE {_pyformat(where)} ORDER BY t.id"
     )
     return f"COPY ({select}) TO STDOUT (FORMAT csv)", params | {"empty": ""}
+
+
+def _cell(expr: str, *, guard: bool = True) -> str:
+    """One text cell as COPY's CSV writes it (CopyAttributeOutCSV): quoted, with doubled quotes,
+    when it holds a delimiter, a quote, CR or LF, or is empty (NULL is the unquoted empty cell).
+    `guard`: behind the formula guard, as `copy_sql` selects it."""
+    safe = _safe(expr) if guard else expr
+    quoted = f"'\"' || replace({safe}, '\"', '\"\"') || '\"'"
+    # The guard only prefixes a ' to a non-empty value, so the test can look at the raw value.
+    return f"coalesce(CASE WHEN {expr} = '' OR {expr} ~ '[\",\\r\\n]' THEN {quoted} ELSE {safe} END, '')"
+
+
+def _line() -> str:
+    """One CSV line (with its LF) per ticket, equal to a row of `copy_sql`'s output."""
+    cells = [
+        "t.id::text",
+        _cell("t.title"),
+        _cell("t.status", guard=False),
+        _cell("t.priority", guard=False),
+        _cell("coalesce(a.email, '')"),
+        _cell("c.email"),
+        # Fixed digits and punctuation: never quoted.
+        f"coalesce({_iso('t.created_at')}, '')",
+        f"coalesce({_iso('t.updated_at')}, '')",
+    ]
+    return " || ',' || ".join(cells) + " || E'\\n'"
+
+
+def bounds_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """The last id of every `:x_rows`-th matching ticket (but not of the last one): the chunks'
+    id ranges. Needs `:x_rows` and `:x_total` (the count in the same snapshot)."""
+    where, params = export_where(task)
+    return (
+        "SELECT id FROM (SELECT t.id, row_number() OVER (ORDER BY t.id) AS rn "
+        f"FROM ticket t WHERE {where}) s WHERE rn % :x_rows = 0 AND rn < :x_total ORDER BY id"
+    ), params
+
+
+def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """Store the CSV lines of the tickets with `:x_lo < id <= :x_hi` as chunk `:x_seq` of task
+    `:x_task`'s execution `:x_exec`, after the bytes `:x_head`; returns (rows, bytes stored)."""
+    where, params = export_where(task)
+    # string_agg takes the rows in the order the subquery sorted them (a plain aggregate over one
+    # sorted subquery); `string_agg(… ORDER BY t.id)` would sort every chunk a second time.
+    # tests/desk/test_export_bytes.py checks the order against COPY's.
+    lines = (
+        f"SELECT {_line()} AS line "
+        "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
+        f"WHERE {where} AND t.id > :x_lo AND t.id <= :x_hi ORDER BY t.id"
+    )
+    return (
+        f"WITH b AS (SELECT count(*) AS n, coalesce(string_agg(line, ''), '') AS body FROM ({lines}) l), "
+        "ins AS (INSERT INTO task_result_chunk (task_id, execution_id, seq, data) "
+        "SELECT :x_task, :x_exec, :x_seq, CAST(:x_head AS bytea) || convert_to(body, 'UTF8') FROM b "
+        "RETURNING octet_length(data) AS size) "
+        "SELECT b.n, ins.size FROM b, ins"
+    ), params
 
 
 def summary(rows: int) -> Message:

@@ -1,113 +1,154 @@
-"""EXPORT: stream `COPY … TO STDOUT CSV` into stored 1 MB chunks while reporting progress.
+"""EXPORT: PostgreSQL writes the CSV straight into stored chunks while the worker reports progress.
 
-Chunks are keyed by execution id and written on a second connection while the COPY keeps
-reading; only the execution that wins the fenced finish keeps its chunks. Memory stays flat:
-at most a few chunks are in flight.
+The matching tickets are split into id ranges of `ROWS_PER_CHUNK` rows; each range becomes one
+chunk by one `INSERT … SELECT` (desk.exports.chunk_sql), so the CSV bytes never travel to the
+worker and back, and no Python runs per row. `WRITERS` connections store ranges at the same
+time, all in one REPEATABLE READ snapshot (exported by the first), so the file shows the
+tickets as they were at one instant, exactly as one `COPY` would. Chunks are keyed by execution
+id; only the execution that wins the fenced finish keeps them. The worker holds no CSV in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import access, exports, ledger_run, ledger_upkeep
 from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 
-CHUNK_BYTES = 1 << 20
+ROWS_PER_CHUNK = 8000  # ~1.1 MB of CSV with typical titles
+WRITERS = 2  # this machine's cores: both work while the worker's event loop stays free
 PROGRESS_SECONDS = 0.5
-YIELD_ROWS = 1000
 
-
-# Each chunk's transaction does not wait for the WAL flush. That is safe: the fenced finish
-# commits synchronously after the last chunk, which flushes the WAL up to it; a crash before that
-# loses only chunks of an unfinished execution, which are discarded anyway. (TOAST compresses the
-# chunks with lz4, the column's setting since migration 0010: far cheaper for the server than
-# pglz.)
+_REPEATABLE_READ = sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+# The chunk transactions do not wait for the WAL flush. That is safe: the fenced finish commits
+# synchronously after them, which flushes the WAL up to it; a crash before that loses only
+# chunks of an unfinished execution, which are discarded anyway. Set after SET TRANSACTION
+# SNAPSHOT, which must come before any query.
 _ASYNC_COMMIT = sa.text("SELECT set_config('synchronous_commit', 'off', true)")
+_SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f-]+")
 
 
-async def _writer(ex: Execution, queue: asyncio.Queue[bytes | None]) -> int:
-    """Store chunks as they come; returns the number stored."""
-    seq = 0
-    async with ex.rt.engine.connect() as conn:
-        while (chunk := await queue.get()) is not None:
-            await conn.execute(_ASYNC_COMMIT)
-            await ledger_upkeep.store_chunk(conn, ex.task_id, ex.execution_id, seq, chunk)
-            await conn.commit()
-            seq += 1
-    return seq
+@dataclass
+class _Run:
+    """What the writers share: the ranges left, the totals so far, when to report next."""
+
+    ex: Execution
+    total: int
+    ranges: Iterator[tuple[int, tuple[int, int]]]
+    rows: int = 0
+    size: int = 0
+    next_report: float = 0.0
 
 
-async def _precheck(ex: Execution) -> int:
-    """Re-check what may have changed since acceptance; returns the row total."""
+async def _check_member(ex: Execution) -> None:
+    """Re-check what may have changed since acceptance."""
     task = ex.task
     async with ex.rt.engine.connect() as conn:
         member = await access.membership(conn, task.owner_id, task.team_id)
-        if member is None:
-            raise Permanent(
-                "The person who asked for this export is no longer a member of the team."
-            )
-        if not member.is_staff and task.scope_creator_id is None:
-            # Demoted to customer since asking: they get what a customer may see, their own tickets.
-            task.scope_creator_id = task.owner_id
-        sql, params = exports.count_sql(task)
-        total = int((await conn.execute(sa.text(sql), params)).scalar_one())
+    if member is None:
+        raise Permanent("The person who asked for this export is no longer a member of the team.")
+    if not member.is_staff and task.scope_creator_id is None:
+        # Demoted to customer since asking: they get what a customer may see, their own tickets.
+        task.scope_creator_id = task.owner_id
+
+
+async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[int, int]]]:
+    """In the snapshot just begun: the row total (within the limit) and the chunks' id ranges."""
+    sql, params = exports.count_sql(ex.task)
+    total = int((await conn.execute(sa.text(sql), params)).scalar_one())
     if total > ex.rt.settings.export_max_rows:
         raise Permanent(
             f"{total:,} rows is more than the limit of {ex.rt.settings.export_max_rows:,}; narrow the filters."
         )
-    return total
+    sql, params = exports.bounds_sql(ex.task)
+    params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
+    ends = list((await conn.execute(sa.text(sql), params)).scalars())
+    # Ids are positive; the last range is open-ended (no row lies beyond the total anyway).
+    return total, list(zip([0, *ends], [*ends, 2**63 - 1], strict=True))
 
 
-async def _stream(ex: Execution, total: int, queue: asyncio.Queue[bytes | None]) -> tuple[int, int]:
-    sql, params = exports.copy_sql(ex.task)
-    buf = bytearray(exports.HEADER)
-    rows = size = 0
-    next_report = time.monotonic() + PROGRESS_SECONDS
-    async with ex.rt.engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        pg = raw.driver_connection
-        assert pg is not None
-        async with pg.cursor().copy(sql, params) as copy:
-            async for row in copy:
-                buf += row
-                rows += 1
-                if not rows % YIELD_ROWS:
-                    # While PostgreSQL keeps the socket full, reading never waits: let the
-                    # worker's other tasks (reminders due now, arq's polling) run.
-                    await asyncio.sleep(0)
-                if len(buf) >= CHUNK_BYTES:
-                    size += len(buf)
-                    await queue.put(bytes(buf))
-                    buf.clear()
-                    if time.monotonic() >= next_report:
-                        await ex.progress(rows, total, f"{rows:,} / {total:,} rows")
-                        next_report = time.monotonic() + PROGRESS_SECONDS
-    size += len(buf)
-    await queue.put(bytes(buf))
-    return rows, size
+async def _store(run: _Run, conn: AsyncConnection) -> None:
+    """Store ranges until none is left (several of these share `run.ranges`)."""
+    ex = run.ex
+    sql, params = exports.chunk_sql(ex.task)
+    params |= {"x_task": ex.task_id, "x_exec": ex.execution_id}
+    for seq, (lo, hi) in run.ranges:
+        ex.raise_if_stopped()
+        head = exports.HEADER if seq == 0 else b""
+        got = params | {"x_seq": seq, "x_lo": lo, "x_hi": hi, "x_head": head}
+        n, size = (await conn.execute(sa.text(sql), got)).one()
+        run.rows += n
+        run.size += size
+        if time.monotonic() >= run.next_report:
+            run.next_report = time.monotonic() + PROGRESS_SECONDS
+            await ex.progress(run.rows, run.total, f"{run.rows:,} / {run.total:,} rows")
+
+
+async def _helper(run: _Run, conn: AsyncConnection, snapshot: str) -> None:
+    """A second writer in the first one's snapshot."""
+    if not _SNAPSHOT_ID.fullmatch(snapshot):  # inlined below: SET takes no bind parameters
+        raise RuntimeError(f"unexpected snapshot id {snapshot!r}")
+    await conn.execute(_REPEATABLE_READ)
+    await conn.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
+    await conn.execute(_ASYNC_COMMIT)
+    await _store(run, conn)
+    await conn.commit()
+
+
+async def _export(ex: Execution) -> tuple[int, int]:
+    """Store the whole CSV; returns (rows, bytes)."""
+    engine = ex.rt.engine
+    async with engine.connect() as lead:
+        await lead.execute(_REPEATABLE_READ)
+        total, ranges = await _plan(ex, lead)
+        await ex.progress(0, total, f"0 / {total:,} rows")
+        run = _Run(ex, total, enumerate(ranges), next_report=time.monotonic() + PROGRESS_SECONDS)
+        helpers = min(WRITERS, len(ranges)) - 1
+        snapshot = ""
+        if helpers:
+            snapshot = (await lead.execute(sa.text("SELECT pg_export_snapshot()"))).scalar_one()
+        await lead.execute(_ASYNC_COMMIT)
+        async with contextlib.AsyncExitStack() as stack:
+            # Closed (rolled back unless committed) on the way out. The snapshot stays importable
+            # while `lead`'s transaction is open.
+            others = [await stack.enter_async_context(engine.connect()) for _ in range(helpers)]
+            work = [_store(run, lead), *(_helper(run, c, snapshot) for c in others)]
+            await _all_or_none(work)
+        await lead.commit()
+    if run.rows != total:
+        raise RuntimeError(
+            f"stored {run.rows:,} of {total:,} rows"
+        )  # cannot happen in one snapshot
+    return run.rows, run.size
+
+
+async def _all_or_none(work: list[Any]) -> None:
+    """Run the writers together; if one fails, stop the others before re-raising (their
+    transactions then roll back, so no chunk of this execution lands later)."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def process(ex: Execution) -> None:
-    total = await _precheck(ex)
-    await ex.progress(0, total, f"0 / {total:,} rows")
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=2)
-    writer = asyncio.create_task(_writer(ex, queue))
-    try:
-        rows, size = await _stream(ex, total, queue)
-        await queue.put(None)
-        await writer
-    except BaseException:
-        writer.cancel()
-        # Wait for it, so no chunk of this execution lands after the caller dropped them.
-        with contextlib.suppress(BaseException):
-            await writer
-        raise
+    await _check_member(ex)
+    rows, size = await _export(ex)
     ex.raise_if_stopped()
     rt = ex.rt
     now = rt.clock()
