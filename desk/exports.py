@@ -68,11 +68,11 @@ def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     return f"COPY ({select}) TO STDOUT (FORMAT csv)", params | {"empty": ""}
 
 
-def _cell(expr: str, *, guard: bool = True) -> str:
-    """One text cell as COPY's CSV writes it (CopyAttributeOutCSV): quoted, with doubled quotes,
-    when it holds a delimiter, a quote, CR or LF, or is empty (NULL is the unquoted empty cell).
-    `guard`: behind the formula guard, as `copy_sql` selects it."""
-    safe = _safe(expr) if guard else expr
+def _cell(expr: str) -> str:
+    """One text cell behind the formula guard, as COPY's CSV writes it (CopyAttributeOutCSV):
+    quoted, with doubled quotes, when it holds a delimiter, a quote, CR or LF, or is empty (NULL
+    is the unquoted empty cell)."""
+    safe = _safe(expr)
     quoted = f"'\"' || replace({safe}, '\"', '\"\"') || '\"'"
     # The guard only prefixes a ' to a non-empty value, so the test can look at the raw value.
     return f"coalesce(CASE WHEN {expr} = '' OR {expr} ~ '[\",\\r\\n]' THEN {quoted} ELSE {safe} END, '')"
@@ -83,8 +83,9 @@ def _line() -> str:
     cells = [
         "t.id::text",
         _cell("t.title"),
-        _cell("t.status", guard=False),
-        _cell("t.priority", guard=False),
+        # NOT NULL, and the table's checks allow only the enum names: never quoted.
+        "t.status",
+        "t.priority",
         _cell("coalesce(a.email, '')"),
         _cell("c.email"),
         # Fixed digits and punctuation: never quoted.
