@@ -103,7 +103,6 @@ async def _helper(run: _Run, conn: AsyncConnection, snapshot: str) -> None:
     await conn.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
     await conn.execute(_ASYNC_COMMIT)
     await _store(run, conn)
-    await conn.commit()
 
 
 async def _export(ex: Execution) -> tuple[int, int]:
@@ -125,11 +124,11 @@ async def _export(ex: Execution) -> tuple[int, int]:
             others = [await stack.enter_async_context(engine.connect()) for _ in range(helpers)]
             work = [_store(run, lead), *(_helper(run, c, snapshot) for c in others)]
             await _all_or_none(work)
-        await lead.commit()
-    if run.rows != total:
-        raise RuntimeError(
-            f"stored {run.rows:,} of {total:,} rows"
-        )  # cannot happen in one snapshot
+            if run.rows != total:  # cannot happen in one snapshot
+                raise RuntimeError(f"stored {run.rows:,} of {total:,} rows")
+            # Only once every range is stored: a failed export leaves no chunk behind.
+            for conn in (*others, lead):
+                await conn.commit()
     return run.rows, run.size
 
 
