@@ -8,7 +8,7 @@ text keys one bounded LRU holding what does not depend on the request: the parse
 its syntax error), its validation errors under the schema's rules, its operations' types and,
 when no `first` reads a variable, each operation's cost. Then graphql-core's `execute` runs it
 on the same schema with Strawberry's execution context, so types, resolvers and errors are
-Strawberry's own.
+Strawberry's own; except the plain status read, which `schema.quick` answers directly.
 
 Same guards, same order as the `schema.hardening` extensions (which stay on the schema for
 anybody calling `schema.execute`): the token limit on parsing, the operation type, the limit
@@ -43,6 +43,8 @@ from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
+from schema import quick
+from schema.context import Context
 from schema.cost import estimate_cost
 from schema.hardening import CACHE_SIZE, MAX_TOKENS, cost_error
 from schema.root import DeskSchema
@@ -57,6 +59,7 @@ class Prepared:
     operations: dict[str | None, OperationDefinitionNode]  # by name; None: the first
     fragments: dict[str, FragmentDefinitionNode]
     costs: dict[str | None, int] = field(default_factory=dict)  # when no variable decides it
+    quick: dict[str | None, quick.Plan | None] = field(default_factory=dict)  # schema.quick
 
 
 class Runner:
@@ -126,6 +129,9 @@ class Runner:
         too_costly = cost_error(self._cost(prepared, operation, name, variables), budget)
         if too_costly is not None:
             return self._failed([too_costly], query, variables, context)
+        data = self._quick(prepared, operation, name, variables, context)
+        if data is not None:
+            return ExecutionResult(data=data)
         result = execute(
             self.schema._schema,
             prepared.document,
@@ -157,6 +163,22 @@ class Runner:
         if not by_variable:
             prepared.costs[name] = cost
         return cost
+
+    def _quick(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        name: str | None,
+        variables: dict[str, Any] | None,
+        context: Any,
+    ) -> dict[str, Any] | None:
+        """The status read's answer without graphql-core's executor, if it is one."""
+        if name not in prepared.quick:
+            prepared.quick[name] = quick.plan(self.schema._schema, operation)
+        found = prepared.quick[name]
+        if found is None or not isinstance(context, Context):
+            return None
+        return quick.answer(found, variables, context)
 
     def _failed(
         self,
