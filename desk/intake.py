@@ -7,7 +7,7 @@ the team lock 16 people's exports queued behind one another). The lock of (team,
 one person's quota exact under concurrency: the count and the insert run in one statement,
 after the lock, so its snapshot sees every earlier accept of that person.
 
-One accept is BEGIN, the lock, the statement and COMMIT (four short round trips on one
+One accept is BEGIN with the lock, the statement and COMMIT (three short round trips on one
 connection, no ORM objects but the returned row); the statement inserts only when everything allows it and reports what it found (membership,
 the assignee, an active task in the scope, the quota counts), so the caller can say why not.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +40,9 @@ IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 _ACTIVE = "status IN ('WAITING', 'RUNNING')"
 
 LOCK_PERSON = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 7343))"
+LOCK_PERSON_LITERAL = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('accept:{team}:{owner}', 7343))"
+)
 LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"  # as ledger.lock_idempotency_key
 BY_KEY = "SELECT * FROM background_task WHERE owner_id = %(o)s AND idempotency_key = %(k)s"
 FORGET_KEY = "UPDATE background_task SET idempotency_key = NULL WHERE id = %(id)s AND idempotency_key = %(k)s"
@@ -124,6 +129,27 @@ class Outcome:
 async def lock_person(conn: AsyncConnection[Any], team_id: int, owner_id: int) -> None:
     """Serialise one person's accepts in one team (their quotas); others never wait for it."""
     await conn.execute(LOCK_PERSON, {"lock": f"accept:{team_id}:{owner_id}"})
+
+
+@asynccontextmanager
+async def transaction(
+    conn: AsyncConnection[Any], team_id: int, owner_id: int, *, lock: bool
+) -> AsyncIterator[None]:
+    """A transaction on an autocommit connection, committed at the end, rolled back on any
+    exception. With `lock`, BEGIN and `lock_person` travel as one simple query (one round trip
+    instead of two: an accept is CPU-bound on the web's side, each round trip costs ~0.1 ms of
+    it); the lock's text is built from the two integer ids only."""
+    begin = "BEGIN"
+    if lock:
+        begin += f"; {LOCK_PERSON_LITERAL.format(team=int(team_id), owner=int(owner_id))}"
+    await conn.execute(begin.encode(), prepare=False)
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):  # a broken connection: the pool discards it anyway
+            await conn.execute(b"ROLLBACK", prepare=False)
+        raise
+    await conn.execute(b"COMMIT", prepare=False)
 
 
 async def lock_key(conn: AsyncConnection[Any], owner_id: int, key: str) -> None:

@@ -144,8 +144,9 @@ async def _accept_export(
     statement; its findings become the same answers as ever, in the same order."""
     now = rt.clock()
     # No psycopg pipeline: waiting on the lock in pipeline mode spins the event loop (profiled).
-    async with conn.transaction():
-        key = new.idempotency_key
+    key = new.idempotency_key
+    # Without a key, BEGIN and the person's lock go in one round trip (desk.intake.transaction).
+    async with intake.transaction(conn, new.team_id, new.owner_id, lock=key is None):
         if key is not None:
             window = rt.settings.idempotency_window_seconds
             replayed = await intake.replay(
@@ -153,7 +154,7 @@ async def _accept_export(
             )
             if replayed is not None:
                 return replayed, False
-        await intake.lock_person(conn, new.team_id, new.owner_id)
+            await intake.lock_person(conn, new.team_id, new.owner_id)
         for _ in range(3):
             got = await intake.accept(
                 conn, new, quota, now=now, dispatched=_dispatch_now(rt, new.run_at),

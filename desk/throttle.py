@@ -41,18 +41,26 @@ def _window(rt: Runtime, seconds: int) -> tuple[int, int]:
     return number, math.ceil((number + 1) * seconds - now)
 
 
+# INCR and EXPIRE of every key as one command: the same round trip a pipeline took, without
+# redis-py building a pipeline per request (~6 % of an accepted export's web CPU, profiled).
+_COUNT = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = redis.call('INCR', key)
+  redis.call('EXPIRE', key, ARGV[1])
+end
+return out
+"""
+
+
 async def _count(rt: Runtime, keys: list[str], ttl: int) -> list[int] | None:
     """Increment each key in one round trip; None when Redis cannot be reached."""
     try:
-        async with rt.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.incr(key)
-                pipe.expire(key, ttl)
-            replies = await pipe.execute()
+        replies = await rt.redis.eval(_COUNT, len(keys), *keys, str(ttl))  # type: ignore[misc]
     except REDIS_TROUBLE as exc:
         log.warning("rate limit skipped, Redis unavailable: %s", exc)
         return None
-    return [int(n) for n in replies[0::2]]
+    return [int(n) for n in replies]
 
 
 # --- Changes per user -------------------------------------------------------------------------

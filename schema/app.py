@@ -1,4 +1,4 @@
-"""`/graphql` over HTTP: a thin endpoint that calls `schema.execute()` directly.
+"""`/graphql` over HTTP: a thin endpoint that runs operations through `schema.lean`.
 
 Why not Strawberry's GraphQLRouter: on the hot status read (`task(id)`) its request handling
 (a synchronous context getter in a thread pool, dependency injection, generic content
@@ -52,7 +52,9 @@ from schema.errors import (
     too_large,
 )
 from schema.graphiql import page as graphiql_page
-from schema.root import DeskSchema, build_schema
+from schema.hardening import LIMIT_RULES, PROD_RULES
+from schema.lean import Runner
+from schema.root import build_schema
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -145,7 +147,7 @@ async def _operation(request: Request, rid: str) -> Operation | Response:
 
 
 async def _post(
-    request: Request, schema: DeskSchema, identify: Identify, rid: str, prod: bool
+    request: Request, runner: Runner, identify: Identify, rid: str, prod: bool
 ) -> Response:
     operation = await _operation(request, rid)
     if isinstance(operation, Response):
@@ -155,13 +157,8 @@ async def _post(
     try:
         task_id = status_read(query, variables)
         context = await build_context(state.runtime, request, rid, identify, task_id)
-        result = await schema.execute(
-            query,
-            variable_values=variables,
-            context_value=context,
-            operation_name=name,
-            allowed_operation_types=ALLOWED_OPERATIONS,
-        )
+        budget = context.rt.settings.graphql_max_cost
+        result = await runner.run(query, variables, context, name, ALLOWED_OPERATIONS, budget)
     except (MissingQueryError, CannotGetOperationTypeError) as exc:
         reason = getattr(exc, "as_http_error_reason", lambda: "No operation to run.")()
         return _refuse(400, "BAD_REQUEST", reason, rid)
@@ -248,13 +245,13 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     """The `/graphql` route for the app factory to include; `identify` tells who calls (the
     app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads)."""
     prod = settings.taskdesk_env is Env.PROD
-    schema = build_schema(prod)
+    runner = Runner(build_schema(prod), PROD_RULES if prod else LIMIT_RULES)
     ide = None if prod else _ide_html()
 
     async def graphql(request: Request) -> Response:
         rid = getattr(request.state, "request_id", None) or secrets.token_hex(6)  # api/observe.py
         if request.method == "POST":
-            return await _post(request, schema, identify, rid, prod)
+            return await _post(request, runner, identify, rid, prod)
         if ide is not None and "text/html" in request.headers.get("accept", ""):
             return HTMLResponse(ide, headers={"Cache-Control": "no-store"})
         msg = "Use POST with a JSON body; queries over GET are not accepted."

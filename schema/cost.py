@@ -45,6 +45,7 @@ class _Estimate:
         self.fragments = fragments
         self.variables = variables
         self.defaults = defaults or {}
+        self.by_variable = False  # whether a variable's value decided a list's size
 
     def first(self, node: FieldNode, field: GraphQLField) -> int | None:
         if "first" not in field.args:
@@ -57,6 +58,7 @@ class _Estimate:
                 # Count what execution will use: a variable left out takes its declared default,
                 # and GraphQL's Int accepts an integral float (`200.0` runs as 200).
                 name = value.name.value
+                self.by_variable = True
                 given = self.variables.get(name, self.defaults.get(name))
                 if isinstance(given, float) and given.is_integer():
                     given = int(given)
@@ -126,16 +128,28 @@ def operation_cost(
     fragments: dict[str, FragmentDefinitionNode],
     variables: dict[str, Any] | None,
 ) -> int:
+    return estimate_cost(schema, operation, fragments, variables)[0]
+
+
+def estimate_cost(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fragments: dict[str, FragmentDefinitionNode],
+    variables: dict[str, Any] | None,
+) -> tuple[int, bool]:
+    """(the cost, whether a variable decided it): a cost no variable decides is the same for
+    every request sending that document, so schema.lean keeps it with the parsed document."""
     root = schema.get_root_type(operation.operation)
     if root is None:
-        return 0
+        return 0, False
     defaults = {
         d.variable.name.value: _int_default(d.default_value)
         for d in operation.variable_definitions or ()
         if d.default_value is not None
     }
     estimate = _Estimate(schema, fragments, variables or {}, defaults)
-    return estimate.cost(operation.selection_set, root, None)
+    cost = estimate.cost(operation.selection_set, root, None)
+    return cost, estimate.by_variable
 
 
 def _int_default(node: Any) -> int | None:

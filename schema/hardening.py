@@ -148,13 +148,21 @@ def check_cost(context: ExecutionContext, definitions: Sequence[object]) -> None
     settings = getattr(getattr(context.context, "rt", None), "settings", None)
     budget = getattr(settings, "graphql_max_cost", DEFAULT_MAX_COST)
     cost = operation_cost(context.schema._schema, operation, fragments, context.variables)
-    if cost > budget:
-        raise GraphQLError(
-            f"This query would cost {cost:,}, over the budget of {budget:,} per request "
-            "(every field counts once per item of the lists around it; `first` sets a list's "
-            "size): ask for fewer items, fields or aliases.",
-            extensions={"code": QUERY_TOO_COSTLY, "cost": cost, "budget": budget},
-        )
+    error = cost_error(cost, budget)
+    if error is not None:
+        raise error
+
+
+def cost_error(cost: int, budget: int) -> GraphQLError | None:
+    """QUERY_TOO_COSTLY when `cost` is over `budget` (GRAPHQL_MAX_COST), else None."""
+    if cost <= budget:
+        return None
+    return GraphQLError(
+        f"This query would cost {cost:,}, over the budget of {budget:,} per request "
+        "(every field counts once per item of the lists around it; `first` sets a list's "
+        "size): ask for fewer items, fields or aliases.",
+        extensions={"code": QUERY_TOO_COSTLY, "cost": cost, "budget": budget},
+    )
 
 
 class ProdHardening(Hardening):

@@ -102,3 +102,31 @@ async def test_colleagues_each_get_their_own_quota_concurrently(rt, world) -> No
         )
     )
     assert sorted(t.owner_id for t in got) == sorted([world.staff, mei] * limit)
+
+
+async def test_a_refused_accept_rolls_back_and_lets_go_of_the_lock(rt, world) -> None:
+    """BEGIN and the lock travel together (desk.intake.transaction); a refusal must still end
+    the transaction: the lock is free and the pool's connections are idle again."""
+    limit = rt.settings.export_max_active_per_user
+    for i in range(limit):
+        await tasks.create_export(rt, world.staff, world.team, {"q": f"fill {i}"})
+    for i in range(3):
+        try:
+            await tasks.create_export(rt, world.staff, world.team, {"q": f"over {i}"})
+        except QuotaExceeded:
+            pass
+        else:
+            raise AssertionError("the quota should have refused it")
+    with psycopg.connect(rt.settings.libpq_url) as other:
+        free = other.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 7343))",
+            (f"accept:{world.team}:{world.staff}",),
+        ).fetchone()
+        assert free == (True,)
+    row = await rt.pg.one(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state LIKE 'idle in transaction%%'"
+    )
+    assert row == {"n": 0}
+    done = await tasks.create_export(rt, world.admin, world.team, {"q": "after"})
+    assert done.status == TaskStatus.WAITING

@@ -91,6 +91,11 @@ async def test_one_full_page_is_within_the_budget_and_variables_count(api, world
     )
     body = await api(fragments, {"t": world.team, "n": 200}, user=world.staff)
     assert body["errors"][0]["extensions"]["code"] == "QUERY_TOO_COSTLY", body
+    # One document text, cached once parsed and validated: its cost is still each request's.
+    cheap = await api(fragments, {"t": world.team, "n": 2}, user=world.staff)
+    assert "errors" not in cheap, cheap
+    again = await api(fragments, {"t": world.team, "n": 200}, user=world.staff)
+    assert again["errors"][0]["extensions"]["code"] == "QUERY_TOO_COSTLY", again
 
 
 async def test_a_heavy_request_leaves_the_pool_to_its_neighbours(make_api, rt, world) -> None:

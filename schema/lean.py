@@ -1,0 +1,209 @@
+"""Running one `/graphql` operation without Strawberry's per-request machinery.
+
+Why: `Schema.execute` builds an ExecutionContext, fresh extension instances and a context
+manager per hook on every request, and its ValidationCache hashes the whole document tree to
+find its entry; with the cost estimate that was over half of executing the polled status read
+(`task(id)`, profiled: 258 µs of which graphql-core's execution ~100 µs). Here a document's
+text keys one bounded LRU holding what does not depend on the request: the parsed document (or
+its syntax error), its validation errors under the schema's rules, its operations' types and,
+when no `first` reads a variable, each operation's cost. Then graphql-core's `execute` runs it
+on the same schema with Strawberry's execution context, so types, resolvers and errors are
+Strawberry's own; except the plain status read, which `schema.quick` answers directly.
+
+Same guards, same order as the `schema.hardening` extensions (which stay on the schema for
+anybody calling `schema.execute`): the token limit on parsing, the operation type, the limit
+rules (and no introspection in production) on validation, the cost budget before any resolver;
+errors go through `DeskSchema.process_errors` (suggestions stripped in production, logged with
+the request id). Production's masking of unexpected errors is the caller's (`schema.app` shows
+every error through `schema.errors.shown`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from inspect import isawaitable
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    FragmentDefinitionNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    execute,
+    parse,
+)
+from graphql.validation import specified_rules
+from strawberry.exceptions import MissingQueryError
+from strawberry.execution.is_awaitable import optimized_is_awaitable
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.schema.schema import validate_document
+from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
+
+from schema import quick
+from schema.context import Context
+from schema.cost import estimate_cost
+from schema.hardening import CACHE_SIZE, MAX_TOKENS, cost_error
+from schema.root import DeskSchema
+
+
+@dataclass
+class Prepared:
+    """What a document's text alone determines (shared by every request sending it)."""
+
+    document: DocumentNode | None
+    errors: list[GraphQLError]  # its syntax error, or its validation errors
+    operations: dict[str | None, OperationDefinitionNode]  # by name; None: the first
+    fragments: dict[str, FragmentDefinitionNode]
+    costs: dict[str | None, int] = field(default_factory=dict)  # when no variable decides it
+    quick: dict[str | None, quick.Plan | None] = field(default_factory=dict)  # schema.quick
+
+
+class Runner:
+    """Runs operations on one schema; `rules` are its validation rules beyond the standard."""
+
+    def __init__(self, schema: DeskSchema, rules: Iterable[type[Any]]) -> None:
+        self.schema = schema
+        self.rules = (*specified_rules, *rules)
+        self._kwargs: dict[str, Any] = {"operation_extensions": None}
+        if schema.execution_context_class is not None:
+            self._kwargs["executor_class"] = schema.execution_context_class
+        self._prepared: OrderedDict[str, Prepared] = OrderedDict()
+
+    def prepare(self, query: str) -> Prepared:
+        found = self._prepared.get(query)
+        if found is not None:
+            self._prepared.move_to_end(query)
+            return found
+        found = self._prepare(query)
+        self._prepared[query] = found
+        if len(self._prepared) > CACHE_SIZE:
+            self._prepared.popitem(last=False)
+        return found
+
+    def _prepare(self, query: str) -> Prepared:
+        try:
+            document = parse(query, max_tokens=MAX_TOKENS)
+        except GraphQLError as error:
+            return Prepared(None, [error], {}, {})
+        operations: dict[str | None, OperationDefinitionNode] = {}
+        fragments: dict[str, FragmentDefinitionNode] = {}
+        for d in document.definitions:
+            if isinstance(d, OperationDefinitionNode):
+                operations.setdefault(None, d)
+                if d.name is not None:
+                    operations.setdefault(d.name.value, d)
+            elif isinstance(d, FragmentDefinitionNode):
+                fragments[d.name.value] = d
+        errors = validate_document(self.schema._schema, document, self.rules)
+        return Prepared(document, errors, operations, fragments)
+
+    async def run(
+        self,
+        query: str,
+        variables: dict[str, Any] | None,
+        context: Any,
+        operation_name: str | None,
+        allowed: Iterable[OperationType],
+        budget: int,
+    ) -> ExecutionResult:
+        """As `schema.execute(...)`: raises what it raises for a missing or refused operation,
+        returns errors the same way for the rest."""
+        if not query:
+            raise MissingQueryError
+        prepared = self.prepare(query)
+        if prepared.document is None:
+            return self._failed(prepared.errors, query, variables, context)
+        operation = prepared.operations.get(operation_name)
+        if operation is None:
+            raise CannotGetOperationTypeError(operation_name)
+        kind = OperationType(operation.operation.value)
+        if kind not in allowed:
+            raise InvalidOperationTypeError(kind)
+        if prepared.errors:
+            return self._failed(prepared.errors, query, variables, context)
+        name = operation.name.value if operation.name else None
+        too_costly = cost_error(self._cost(prepared, operation, name, variables), budget)
+        if too_costly is not None:
+            return self._failed([too_costly], query, variables, context)
+        data = self._quick(prepared, operation, name, variables, context)
+        if data is not None:
+            return ExecutionResult(data=data)
+        result = execute(
+            self.schema._schema,
+            prepared.document,
+            context_value=context,
+            variable_values=variables,
+            operation_name=name,
+            is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]  # as Strawberry passes it
+            **self._kwargs,
+        )
+        if isawaitable(result):
+            result = await result
+        assert isinstance(result, ExecutionResult)
+        if result.errors:
+            self._process(result.errors, query, variables, context)
+        return result
+
+    def _cost(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        name: str | None,
+        variables: dict[str, Any] | None,
+    ) -> int:
+        known = prepared.costs.get(name)
+        if known is not None:
+            return known
+        schema = self.schema._schema
+        cost, by_variable = estimate_cost(schema, operation, prepared.fragments, variables)
+        if not by_variable:
+            prepared.costs[name] = cost
+        return cost
+
+    def _quick(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        name: str | None,
+        variables: dict[str, Any] | None,
+        context: Any,
+    ) -> dict[str, Any] | None:
+        """The status read's answer without graphql-core's executor, if it is one."""
+        if name not in prepared.quick:
+            prepared.quick[name] = quick.plan(self.schema._schema, operation)
+        found = prepared.quick[name]
+        if found is None or not isinstance(context, Context):
+            return None
+        return quick.answer(found, variables, context)
+
+    def _failed(
+        self,
+        errors: list[GraphQLError],
+        query: str,
+        variables: dict[str, Any] | None,
+        context: Any,
+    ) -> ExecutionResult:
+        errors = list(errors)  # cached errors are shared; the list handed out is not
+        self._process(errors, query, variables, context)
+        return ExecutionResult(data=None, errors=errors)
+
+    def _process(
+        self,
+        errors: list[GraphQLError],
+        query: str,
+        variables: dict[str, Any] | None,
+        context: Any,
+    ) -> None:
+        """Suggestions stripped in production, every error logged with the request id."""
+        execution = ExecutionContext(
+            query=query,
+            schema=self.schema,
+            allowed_operations=(),
+            context=context,
+            variables=variables,
+        )
+        self.schema._process_errors(errors, execution)

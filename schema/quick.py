@@ -1,0 +1,166 @@
+"""The status read (`task(id)` asking only for the task's own values) answered without
+graphql-core's executor, from the task read together with the caller (`schema.app.status_read`).
+
+Why: every open page polls it; after parsing, validation and the cost were cached
+(`schema.lean`), graphql-core's execution of ten leaf fields was still ~40 % of the GraphQL
+work of the read (profiled: a coroutine, an awaitable completion and a resolve-info per field).
+
+What qualifies, decided once per document (`plan`): one query operation, whose one root field
+is `task` with the one argument `id` (a literal, or a variable declared `ID`/`ID!` and the
+operation's only one), selecting only `__typename` and fields of `Task` that have no resolver,
+no arguments and a scalar or enum type; no fragments, no directives. Each value is what
+Strawberry's resolver for that field returns, serialised by the field's own GraphQL type, as
+graphql-core's leaf completion does. Anything else — the anonymous, a value that will not
+serialise, a null where the schema says non-null, a task not read with the caller — returns
+None, and the operation runs through graphql-core as ever. tests/schema/test_quick_read.py
+compares both on every field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    GraphQLEnumType,
+    GraphQLField,
+    GraphQLNonNull,
+    GraphQLScalarType,
+    GraphQLSchema,
+    IntValueNode,
+    NamedTypeNode,
+    NonNullTypeNode,
+    OperationDefinitionNode,
+    OperationType,
+    StringValueNode,
+    Undefined,
+    VariableNode,
+)
+
+from desk import lookups
+from schema.context import Context
+from schema.tasks import Task
+
+TYPENAME = "__typename"
+
+
+@dataclass(frozen=True)
+class Leaf:
+    key: str  # the response key (the alias, or the field's name)
+    field: GraphQLField | None  # None for __typename
+    serialize: Any
+    non_null: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    key: str  # the root field's response key
+    variable: str | None  # the variable naming the id, or None for a literal
+    literal: str | None
+    leaves: tuple[Leaf, ...]
+
+
+def plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Plan | None:
+    """How to answer `operation` directly, or None when it is not a plain status read."""
+    if operation.operation is not OperationType.QUERY or operation.directives:
+        return None
+    root = operation.selection_set.selections
+    if len(root) != 1 or not isinstance(root[0], FieldNode) or root[0].name.value != "task":
+        return None
+    node = root[0]
+    arguments = node.arguments or ()
+    if node.directives or len(arguments) != 1 or arguments[0].name.value != "id":
+        return None
+    value = arguments[0].value
+    variable, literal = None, None
+    if isinstance(value, VariableNode):
+        variable = value.name.value
+        if not _only_id_variable(operation, variable):
+            return None
+    elif isinstance(value, StringValueNode | IntValueNode):
+        if operation.variable_definitions:
+            return None
+        literal = value.value
+    else:
+        return None
+    leaves = _leaves(schema, node)
+    if leaves is None:
+        return None
+    return Plan(_key(node), variable, literal, leaves)
+
+
+def _only_id_variable(operation: OperationDefinitionNode, name: str) -> bool:
+    definitions = operation.variable_definitions or ()
+    if len(definitions) != 1 or definitions[0].variable.name.value != name:
+        return False
+    declared = definitions[0].type
+    if isinstance(declared, NonNullTypeNode):
+        declared = declared.type
+    return isinstance(declared, NamedTypeNode) and declared.name.value == "ID"
+
+
+def _leaves(schema: GraphQLSchema, node: FieldNode) -> tuple[Leaf, ...] | None:
+    task_type = schema.get_type("Task")
+    if node.selection_set is None or task_type is None:
+        return None
+    fields: dict[str, GraphQLField] = getattr(task_type, "fields", {})
+    leaves: list[Leaf] = []
+    for sel in node.selection_set.selections:
+        if not isinstance(sel, FieldNode) or sel.directives or sel.arguments:
+            return None
+        name = sel.name.value
+        if name == TYPENAME:
+            leaves.append(Leaf(_key(sel), None, None, True))
+            continue
+        field = fields.get(name)
+        if field is None or sel.selection_set is not None:
+            return None
+        if not getattr(field.resolve, "_is_default", False):  # a resolver of its own
+            return None
+        non_null = isinstance(field.type, GraphQLNonNull)
+        named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+        if not isinstance(named, GraphQLScalarType | GraphQLEnumType):
+            return None
+        leaves.append(Leaf(_key(sel), field, named.serialize, non_null))
+    return tuple(leaves)
+
+
+def _key(node: FieldNode) -> str:
+    return node.alias.value if node.alias else node.name.value
+
+
+def answer(found: Plan, variables: dict[str, Any] | None, ctx: Context) -> dict[str, Any] | None:
+    """The `data` of the status read, or None: then run it the usual way."""
+    if ctx.caller is None:
+        return None
+    if found.variable is not None:
+        raw = (variables or {}).get(found.variable)
+        if type(raw) is int:  # GraphQL's ID takes an integer as its decimal text (no bool)
+            raw = str(raw)
+        if not isinstance(raw, str):
+            return None
+    else:
+        raw = found.literal
+    task_id = lookups.parse_id(raw)
+    hit = ctx.tasks_read.get(task_id) if task_id is not None else None
+    if hit is None:
+        return None
+    if hit.task is None:  # missing, or not the caller's to see: the same null
+        return {found.key: None}
+    user_id = ctx.caller.user_id
+    task = Task.from_model(hit.task, ctx.now(), user_id)
+    out: dict[str, Any] = {}
+    for leaf in found.leaves:
+        if leaf.field is None:
+            out[leaf.key] = "Task"
+            continue
+        value = leaf.field.resolve(task, None)  # type: ignore[misc]  # a default resolver
+        if value is not None:
+            value = leaf.serialize(value)
+            if value is None or value is Undefined:
+                return None
+        elif leaf.non_null:
+            return None
+        out[leaf.key] = value
+    return {found.key: out}

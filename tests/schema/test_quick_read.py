@@ -1,0 +1,82 @@
+"""schema.quick: the plain status read answered without graphql-core's executor gives exactly
+what the executor gives (every leaf field of Task, aliases, __typename, a hidden task), and
+every other shape of query is left to the executor."""
+
+from __future__ import annotations
+
+import pytest
+from graphql import OperationDefinitionNode, parse
+
+from api.auth import Caller
+from desk import reads
+from schema import quick
+from schema.context import Context
+from schema.root import build_schema
+from tests.schema.scene import make_scene
+
+LEAVES = """query Status($id: ID!) { task(id: $id) {
+  __typename id kind status statusLabel progress progressMessage attempts maxAttempts lastError
+  note runAt createdAt startedAt finishedAt resultSummary resultSummaryKey resultSummaryParams
+  expiresAt downloadUrl canCancel canRetry again: status t: __typename
+} }"""
+ALIASED = 'query { read: task(id: "@ID@") { id s: statusLabel } }'
+
+
+def _operation(query: str) -> OperationDefinitionNode:
+    found = parse(query).definitions[0]
+    assert isinstance(found, OperationDefinitionNode)
+    return found
+
+
+async def _context(rt, user: int, task_id: int) -> Context:
+    ctx = Context(rt=rt, request=None, request_id="t", caller=Caller(user, "cookie"))
+    ctx.tasks_read[task_id] = await reads.task(rt.pg, user, task_id)
+    return ctx
+
+
+@pytest.mark.parametrize("who", ["admin", "staff", "customer", "outsider"])
+async def test_the_quick_answer_is_the_executors(api, rt, world, who) -> None:
+    scene = await make_scene(rt, world)
+    schema = build_schema()
+    user = getattr(world, who)
+    for task_id in (scene.staff_export, scene.customer_export, scene.failed_export, scene.reminder):
+        for query, variables in (
+            (LEAVES, {"id": str(task_id)}),
+            (LEAVES, {"id": task_id}),  # an Int for an ID: its decimal text
+            (ALIASED.replace("@ID@", str(task_id)), None),
+        ):
+            ctx = await _context(rt, user, task_id)
+            plan = quick.plan(schema._schema, _operation(query))
+            assert plan is not None
+            quick_data = quick.answer(plan, variables, ctx)
+            assert quick_data is not None
+            plain = await schema.execute(query, variable_values=variables, context_value=ctx)
+            assert plain.errors is None and quick_data == plain.data
+            over_http = await api(query, variables, user=user)
+            assert over_http == {"data": plain.data}
+
+
+async def test_anything_else_goes_through_the_executor(rt, world) -> None:
+    schema = build_schema()._schema
+    refused = [
+        "query($id: ID!) { task(id: $id) { id owner { id } } }",  # a field with a resolver
+        "query($id: ID!) { task(id: $id) { ...F } } fragment F on Task { id }",
+        "query($id: ID!) { task(id: $id) { id @include(if: true) } }",
+        "query($id: ID!) { task(id: $id) { id } me { id } }",
+        "query($id: ID!, $x: Int) { task(id: $id) { id } }",  # another variable to coerce
+        "query($id: String!) { task(id: $id) { id } }",
+        "mutation($id: ID!) { cancelTask(taskId: $id) { __typename } }",
+    ]
+    for query in refused:
+        assert quick.plan(schema, _operation(query)) is None, query
+    plan = quick.plan(schema, _operation("query($id: ID!) { task(id: $id) { id } }"))
+    assert plan is not None
+    anonymous = Context(rt=rt, request=None, request_id="t")
+    assert quick.answer(plan, {"id": "1"}, anonymous) is None
+    not_read = Context(rt=rt, request=None, request_id="t", caller=Caller(world.staff, "cookie"))
+    assert quick.answer(plan, {"id": "1"}, not_read) is None  # not read with the caller
+    read = not_read
+    read.tasks_read[1] = reads.TaskHit(None)
+    assert quick.answer(plan, {"id": "1"}, read) == {"task": None}
+    for odd in (True, 1.0, None, ["1"]):
+        assert quick.answer(plan, {"id": odd}, read) is None  # coercion's to refuse
