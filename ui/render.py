@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
-from ui import i18n, polling, texts
+from ui import i18n, polling, rowcache, texts
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -71,7 +71,14 @@ def environment(locale: str) -> Environment:
     env.globals["row_version"] = polling.row_version
     env.globals["html_lang"] = i18n.HTML_LANG.get(locale, "en")
     env.globals["locale"] = locale
+    env.globals["row_html"] = partial(_row_html, locale)
     return env
+
+
+def _row_html(locale: str, view: Any, tz: ZoneInfo, cancel: bool = True, oob: bool = False) -> Any:
+    """A task row (the `_rows.html` macro) through the per-process render cache (ui.rowcache)."""
+    macro = _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
+    return rowcache.row_html(locale, macro, view, tz, cancel, oob)
 
 
 @cache
