@@ -24,9 +24,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import health, lanes, notifications, reads, task_rules
+from desk import access, health, lanes, notifications, reads, task_rules
 from desk.errors import NotFound, ValidationProblem
-from desk.models import TaskKind
+from desk.models import Role, TaskKind
 from desk.runtime import Runtime
 from ui import polling, task_lists
 from ui.render import render_html
@@ -49,6 +49,22 @@ class Watched:
     cancel: bool
 
 
+@dataclass(frozen=True)
+class _Task:
+    """The fields `task_rules.status_label` reads, from the version statement."""
+
+    kind: str
+    status: str
+    owner_id: int
+    cancel_requested: bool
+    result_bytes: int | None
+    expires_at: datetime | None
+    attempts: int
+    run_at: datetime
+    result_skipped: bool
+    lease_until: datetime | None
+
+
 def parse_row(token: str) -> Watched:
     """`id:since:version:cancel` as the page's rows render it; anything else is a clear 400."""
     parts = token.split(":")
@@ -63,13 +79,34 @@ def parse_row(token: str) -> Watched:
     return row
 
 
-def row_version(hit: reads.TaskHit, now: datetime) -> str:
-    """The version of a row as the page renders it (`data-v`, ui.polling.row_version)."""
-    task = hit.task
-    assert task is not None
-    label = task_rules.status_label(task, now)
-    paused = task.status == "WAITING" and lanes.lane_of(task.kind) in hit.paused_lanes
-    return polling.row_version(task.updated_at, label, paused)
+_VERSIONS_SQL = (
+    "SELECT t.id, t.kind, t.status, t.owner_id, t.team_id, t.cancel_requested, t.result_bytes,"
+    " t.expires_at, t.attempts, t.run_at, t.result_skipped, t.lease_until,"
+    " (extract(epoch FROM t.updated_at) * 1000000)::bigint AS updated_us, m.role,"
+    " ARRAY(SELECT name FROM task_lane WHERE paused) AS paused_lanes"
+    " FROM background_task t"
+    " LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(me)s"
+    " WHERE t.id = ANY(%(ids)s)"
+)
+
+
+async def row_versions(rt: Runtime, user_id: int, ids: list[int]) -> dict[int, str]:
+    """One statement: the version of each row the viewer may see (invisible = absent)."""
+    if not ids:
+        return {}
+    now = rt.clock()
+    out: dict[int, str] = {}
+    for r in await rt.pg.all(_VERSIONS_SQL, {"me": user_id, "ids": ids}):
+        if r["role"] is None:
+            continue
+        member = access.Member(user_id, r["team_id"], Role(r["role"]))
+        if not access.can_see_task(member, r["kind"], r["owner_id"]):
+            continue
+        task = _Task(**{k: r[k] for k in _Task.__dataclass_fields__})
+        paused = r["status"] == "WAITING" and lanes.lane_of(r["kind"]) in set(r["paused_lanes"])
+        label = task_rules.status_label(task, now)
+        out[r["id"]] = polling.version(r["updated_us"], label, paused)
+    return out
 
 
 def health_version(report: health.Health) -> str:
@@ -103,21 +140,26 @@ class Changes:
 
 
 async def _rows(rt: Runtime, v: Viewer, watched: list[Watched]) -> Changes:
-    """One statement for all the page's rows; only those whose version moved are rendered."""
-    hits = await reads.tasks(rt.pg, v.user_id, [w.id for w in watched])
-    when = rt.clock()
-    now = when.timestamp()
+    """Two statements at most: the versions of all the page's rows, then the rows whose
+    version moved (rendered, the others not even read)."""
+    versions = await row_versions(rt, v.user_id, [w.id for w in watched])
+    now = rt.clock().timestamp()
+    changed: list[tuple[Watched, float]] = []
     out = Changes([], [], [], [])
     for w in watched:
         age = now - min(w.since, now)
-        hit = hits.get(w.id)
-        if hit is None:  # missing or not the viewer's to see: the same answer
+        if w.id not in versions:
+            out.gone.append(w.id)
+        elif versions[w.id] == w.version and polling.due_in(age) is not None:
+            out.ages.append(age)
+        else:
+            changed.append((w, age))
+    hits = await reads.tasks(rt.pg, v.user_id, [w.id for w, _ in changed])
+    for w, age in changed:
+        if w.id not in hits:  # gone between the two reads
             out.gone.append(w.id)
             continue
-        if row_version(hit, when) == w.version and polling.due_in(age) is not None:
-            out.ages.append(age)
-            continue
-        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hit)
+        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hits[w.id])
         out.rows.append((view, w.cancel))
         if view.poll_delay is not None:
             out.ages.append(age)
