@@ -87,6 +87,13 @@ def _template(locale: str, name: str) -> Template:
     return environment(locale).get_template(name)
 
 
+def row_fragment(locale: str, view: Any, tz: ZoneInfo) -> str:
+    """What `tasks.html`'s `row` block renders for an unfinished row (the polled answer): the
+    row itself — without a template context per poll. A finished row also announces itself:
+    that goes through the block."""
+    return f"{_row_html(locale, view, tz)}\n"
+
+
 def render_html(
     locale: str, name: str, context: Mapping[str, Any], block: str | None = None
 ) -> str:
@@ -119,6 +126,14 @@ def render(
     response.headers["Cache-Control"] = "no-store"
     for key, value in (headers or {}).items():
         response.headers[key] = value
+    return response
+
+
+def fragment(html: str, status: int = 200) -> HTMLResponse:
+    """An htmx fragment rendered already, with the headers `render` gives one."""
+    response = HTMLResponse(html, status_code=status)
+    response.headers["Vary"] = "HX-Request"  # as `render`, in the same order
+    response.headers["Cache-Control"] = "no-store"
     return response
 
 
