@@ -22,6 +22,7 @@ from api.overload import Overload
 from desk import logs, tracing
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Env, Settings, load_settings
+from ui.fast import FastFragments
 
 # --- Routers ----------------------------------------------------------------------------------
 # Every router is mounted by one function here, in order (the first route that matches wins).
@@ -143,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
     # Outermost last: headers go on every answer, the body cap on every read.
+    app.add_middleware(FastFragments)  # innermost: the polled fragments without the router
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(SecurityHeaders, prod=prod)
     app.add_middleware(Observe)  # request id and duration of every request served

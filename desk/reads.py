@@ -154,6 +154,22 @@ async def task(pg: Pg, user_id: int, task_id: int) -> TaskHit:
     return _hit(data, user_id)
 
 
+_TASKS_SQL = _TASK_SQL.replace("WHERE t.id = %(task)s", "WHERE t.id = ANY(%(ids)s)")
+
+
+async def tasks(pg: Pg, user_id: int, ids: list[int]) -> dict[int, TaskHit]:
+    """The tasks among `ids` that `user_id` may see, by id, in one statement (a page watcher's
+    rows); a missing one and one not theirs to see are both simply absent."""
+    if not ids:
+        return {}
+    out: dict[int, TaskHit] = {}
+    for data in await pg.all(_TASKS_SQL, {"u": user_id, "ids": ids}):
+        hit = _hit(data, user_id)
+        if hit.task is not None:
+            out[hit.task.id] = hit
+    return out
+
+
 async def visible_task(pg: Pg, user_id: int, task_id: int) -> TaskRow | None:
     return (await task(pg, user_id, task_id)).task
 

@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
-from ui import i18n, polling, texts
+from ui import i18n, polling, rowcache, texts
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -71,13 +71,27 @@ def environment(locale: str) -> Environment:
     env.globals["row_version"] = polling.row_version
     env.globals["html_lang"] = i18n.HTML_LANG.get(locale, "en")
     env.globals["locale"] = locale
+    env.globals["row_html"] = partial(_row_html, locale)
     return env
+
+
+def _row_html(locale: str, view: Any, tz: ZoneInfo, cancel: bool = True, oob: bool = False) -> Any:
+    """A task row (the `_rows.html` macro) through the per-process render cache (ui.rowcache)."""
+    macro = _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
+    return rowcache.row_html(locale, macro, view, tz, cancel, oob)
 
 
 @cache
 def _template(locale: str, name: str) -> Template:
     """Compiled once per locale and name (Jinja's own cache adds a lock and an LRU per call)."""
     return environment(locale).get_template(name)
+
+
+def row_fragment(locale: str, view: Any, tz: ZoneInfo) -> str:
+    """What `tasks.html`'s `row` block renders for an unfinished row (the polled answer): the
+    row itself — without a template context per poll. A finished row also announces itself:
+    that goes through the block."""
+    return f"{_row_html(locale, view, tz)}\n"
 
 
 def render_html(
@@ -112,6 +126,14 @@ def render(
     response.headers["Cache-Control"] = "no-store"
     for key, value in (headers or {}).items():
         response.headers[key] = value
+    return response
+
+
+def fragment(html: str, status: int = 200) -> HTMLResponse:
+    """An htmx fragment rendered already, with the headers `render` gives one."""
+    response = HTMLResponse(html, status_code=status)
+    response.headers["Vary"] = "HX-Request"  # as `render`, in the same order
+    response.headers["Cache-Control"] = "no-store"
     return response
 
 

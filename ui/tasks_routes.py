@@ -20,7 +20,7 @@ from desk import tasks
 from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
 from desk.models import TaskStatus
 from ui import task_lists
-from ui.render import is_htmx, render
+from ui.render import fragment, is_htmx, render, row_fragment
 from ui.route import UiRoute, redirect
 from ui.taskview import TaskView
 from ui.tickets_routes import filter_input
@@ -74,6 +74,8 @@ async def task_row(
 ) -> HTMLResponse:
     """One task: its row for htmx (the polling answer), a small page otherwise."""
     row = await task_lists.row(rt, v.user_id, task_id, since, found=v.task)
+    if is_htmx(request) and row.active:
+        return fragment(row_fragment(v.locale, row, v.tz))
     if is_htmx(request):
         return render(
             request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)

@@ -140,22 +140,26 @@ class Changes:
 
 
 async def _rows(rt: Runtime, v: Viewer, watched: list[Watched]) -> Changes:
+    """Two statements at most: the versions of all the page's rows, then the rows whose
+    version moved (rendered, the others not even read)."""
     versions = await row_versions(rt, v.user_id, [w.id for w in watched])
     now = rt.clock().timestamp()
+    changed: list[tuple[Watched, float]] = []
     out = Changes([], [], [], [])
     for w in watched:
         age = now - min(w.since, now)
         if w.id not in versions:
             out.gone.append(w.id)
-            continue
-        if versions[w.id] == w.version and polling.due_in(age) is not None:
+        elif versions[w.id] == w.version and polling.due_in(age) is not None:
             out.ages.append(age)
-            continue
-        try:
-            view = await task_lists.row(rt, v.user_id, w.id, w.since)
-        except NotFound:  # gone between the two reads
+        else:
+            changed.append((w, age))
+    hits = await reads.tasks(rt.pg, v.user_id, [w.id for w, _ in changed])
+    for w, age in changed:
+        if w.id not in hits:  # gone between the two reads
             out.gone.append(w.id)
             continue
+        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hits[w.id])
         out.rows.append((view, w.cancel))
         if view.poll_delay is not None:
             out.ages.append(age)

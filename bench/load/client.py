@@ -157,7 +157,10 @@ class Sim:
     async def watcher(self, person: Person) -> None:
         page = self.pages[person.id]
         await asyncio.sleep(IDLE * (person.id % 97) / 97)  # pages opened over a few seconds
-        while True:
+        # Ends on `stop`, not only on cancel: Python 3.11's wait_for can swallow a cancellation
+        # that arrives as its request completes, and one watcher polling on for ever kept the
+        # client (and the drill) from finishing.
+        while not self.stop.is_set():
             wait = await self.watch_once(person, page)
             await asyncio.sleep(wait)
 
@@ -218,9 +221,10 @@ class Sim:
         counts = {k: sum(v.values()) for k, v in self.tally.statuses.items()}  # in the window
         await self._pages_settled(self.args.grace)  # let the pages see the last tasks finish
         elapsed = time.monotonic() - began
+        self.stop.set()
         for w in watchers:
             w.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+        await asyncio.wait(watchers, timeout=IDLE * 12)
         await self.client.aclose()
         t = self.tally
         return {

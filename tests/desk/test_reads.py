@@ -81,6 +81,20 @@ async def test_one_task_follows_can_see_task_and_hides_like_missing(
 
 
 @pytest.mark.parametrize("who", PEOPLE)
+async def test_many_tasks_at_once_follow_the_one_task_rule(
+    rt: Runtime, world: World, ledger: dict[tuple[str, str], int], who: str
+) -> None:
+    """`reads.tasks` (a page watcher's changed rows): exactly the hits of `reads.task`, a hidden
+    task absent as a missing one."""
+    user = getattr(world, who)
+    ids = [*ledger.values(), MISSING]
+    many = await reads.tasks(rt.pg, user, ids)
+    one = {i: await reads.task(rt.pg, user, i) for i in ids}
+    assert many == {i: hit for i, hit in one.items() if hit.task is not None}
+    assert await reads.tasks(rt.pg, user, []) == {}
+
+
+@pytest.mark.parametrize("who", PEOPLE)
 async def test_lists_use_the_same_rule_as_one_task(
     rt: Runtime, world: World, ledger: dict[tuple[str, str], int], who: str
 ) -> None:
