@@ -7,6 +7,7 @@ capped while read (api/limits.py) and every answer gets the security headers (ap
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -61,11 +62,11 @@ def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:
 
 
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
-    # Pages first: their polled routes (/watch, rows) are most of the traffic, and routes are
-    # matched in order. No page path overlaps an ops, GraphQL or console path.
+    # GraphQL first: routes are matched in order and /graphql is the busiest routed path (the
+    # pages' polled fragments take ui.fast's short way before any routing). No path overlaps.
+    _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_ops,
-    _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_console,  # the operators' console: /ops/...
     _mount_placeholder_home,
 ]
@@ -123,7 +124,11 @@ def create_served_app() -> FastAPI:
     # uvicorn's access log, which knows neither.
     logging.getLogger("uvicorn.access").disabled = True
     tracing.setup(settings, "taskdesk-web")
-    return create_app(settings)
+    app = create_app(settings)
+    # Everything imported so far lives as long as the process: keep it out of the collector's
+    # full passes (one took ~0.5 s under load, stalling every request in flight).
+    gc.freeze()
+    return app
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
