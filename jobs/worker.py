@@ -6,8 +6,7 @@ Lanes (desk/lanes.py): each lane has its own arq queue and its own slots here, s
 (exports, imports) never takes a slot of short work (reminders). The arq job only claims the
 ledger row: the work then runs in a task of its own under the ledger's lease, so arq's job
 timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
-arq starts only as many claims as the lane has free slots (its `max_jobs` follows them), and a
-slot freed wakes arq's poll at once (jobs/wakeup.py) rather than at its next tick.
+arq starts only as many claims as the lane has free slots (its `max_jobs` follows them).
 
 Shutdown: the registration disappears at once, no new job is picked, running tasks get
 WORKER_GRACE_SECONDS to finish, and any still running then is handed back to the ledger.
@@ -27,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from arq.connections import RedisSettings
-from arq.worker import Retry, func
+from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
 from desk import events, lanes, logs, telemetry, tracing
@@ -47,7 +46,6 @@ from jobs.execution import (
     run_claimed,
 )
 from jobs.processors import registry, reminder
-from jobs.wakeup import WakeableWorker
 
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
@@ -71,7 +69,7 @@ class Lane:
         self.batched: dict[int, int] = {}  # task id -> run, claimed by a batch here
         self.claiming = 0
         self.stopping = False
-        self.worker: WakeableWorker | None = None
+        self.worker: Worker | None = None
 
     def _update(self) -> None:
         """Let arq start only as many claims as there are free slots. arq reads `max_jobs`
@@ -82,12 +80,6 @@ class Lane:
             room = 0 if self.stopping else self.slots - len(self.running)
             self.worker.max_jobs = max(0, room)
             self.worker.allow_pick_jobs = room > 0
-
-    def _freed(self) -> None:
-        """A slot is free again: let arq fill it now, not at its next poll tick."""
-        self._update()
-        if self.worker is not None:
-            self.worker.wake()
 
     async def take(self, task_id: int, run: int) -> str:
         """arq's job: claim the row and start the work detached from arq (its timeout, its
@@ -148,7 +140,7 @@ class Lane:
             return "done one by one"
         finally:
             self.running.pop(claimed[0][1], None)
-            self._freed()
+            self._update()
 
     async def _work(self, task: Row, execution_id: str) -> str:
         try:
@@ -158,7 +150,7 @@ class Lane:
             return "error"
         finally:
             self.running.pop(execution_id, None)
-            self._freed()
+            self._update()
 
     def task_ids(self) -> list[int]:
         return [task_id for ids, _ in self.running.values() for task_id in ids]
@@ -174,9 +166,9 @@ async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     return await lane.take(task_id, run)
 
 
-def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> WakeableWorker:
+def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker:
     s = rt.settings
-    lane.worker = WakeableWorker(
+    lane.worker = Worker(
         # A claim takes milliseconds; about one lease bounds it even through a database hiccup.
         functions=[func(process_task, name=PROCESS_FUNCTION, timeout=s.lease_seconds)],
         queue_name=rt.queue.lane_queue(lane.name),
@@ -226,7 +218,7 @@ def start_services(rt: Runtime, reg: heartbeat.Registration) -> list[asyncio.Tas
     ]
 
 
-async def _run_arq(worker: WakeableWorker, stop: asyncio.Event) -> None:
+async def _run_arq(worker: Worker, stop: asyncio.Event) -> None:
     """arq's loop, restarted when Redis goes away, until asked to stop."""
     while not stop.is_set():
         try:
