@@ -77,8 +77,13 @@ async def _export(rt, user, team, filters):
     return await tasks.get_task(rt, user, task.id)
 
 
-async def test_stored_csv_equals_copy_byte_for_byte(rt, settings, world, monkeypatch):
+@pytest.mark.parametrize("others_running", [0, 1])
+async def test_stored_csv_equals_copy_byte_for_byte(
+    rt, settings, world, monkeypatch, others_running
+):
+    """Alone, an export stores with two writers; beside another export, with one."""
     monkeypatch.setattr(export, "ROWS_PER_CHUNK", 4)
+    monkeypatch.setattr(export, "_running", others_running)
     ids = []
     for i, title in enumerate(TITLES):
         assignee = world.staff if i % 2 else None  # NULL assignee: COPY's quoted empty cell
