@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi.routing import APIRoute
 from starlette.requests import Request
@@ -25,22 +24,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ui.params import Declined
+
 ROW_PATH = re.compile(r"/tasks/([1-9][0-9]{0,17})")
-UNSIGNED = re.compile(r"0|[1-9][0-9]{0,17}")
-SIGNED = re.compile(r"-?(0|[1-9][0-9]{0,17})")
-SINCE = re.compile(r"[0-9]{1,15}(\.[0-9]{1,9})?")
 WATCH, ROW = "/watch", "/tasks/{task_id}"
-WATCH_SCALARS = {"bell", "h", "list", "newest", "limit"}
 
-
-class Declined(Exception):
-    """The short way does not take this request; the router will."""
-
-
-def _query(scope: Scope) -> list[tuple[str, str]]:
-    # As Starlette reads it (QueryParams): latin-1, blank values kept.
-    raw = scope.get("query_string", b"")
-    return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
+__all__ = ["Declined", "FastFragments", "row_params", "watch_params"]
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -59,55 +48,19 @@ def _is_htmx(scope: Scope) -> bool:
 
 
 def row_params(scope: Scope) -> float | None:
-    """`since` of a row poll (the route's only parameter); Declined for anything unusual."""
-    since: float | None = None
-    for name, value in _query(scope):
-        if name == "since":
-            if not SINCE.fullmatch(value):
-                raise Declined
-            since = float(value)
+    """`since` of a row poll, by the route's own spec; Declined for anything unusual."""
+    from ui import params, tasks_routes
+
+    since: float | None = params.read(scope, tasks_routes.ROW_PARAMS)["since"]
     return since
 
 
-def _int(value: str, pattern: re.Pattern[str], low: int, high: int | None = None) -> int:
-    if not pattern.fullmatch(value):
-        raise Declined
-    number = int(value)
-    if number < low or (high is not None and number > high):
-        raise Declined
-    return number
-
-
 def watch_params(scope: Scope) -> dict[str, Any]:
-    """The watcher's query as `ui.watch.watch` takes it; Declined where the route would refuse
-    it (or might read it otherwise)."""
-    from ui import task_lists, watch
+    """The watcher's query as `ui.watch.watch` takes it, by the route's own spec; Declined
+    where the route would refuse it (or might read it otherwise)."""
+    from ui import params, watch
 
-    rows: list[str] = []
-    scalars: dict[str, str] = {}
-    for name, value in _query(scope):
-        if name == "r":
-            rows.append(value)
-        elif name in WATCH_SCALARS:
-            scalars[name] = value  # the last one wins, as for the route
-    if len(rows) > watch.MAX_ROWS:
-        raise Declined
-    out: dict[str, Any] = {"r": rows, "bell": None, "health_v": None, "list_name": None}
-    if "bell" in scalars:
-        out["bell"] = _int(scalars["bell"], SIGNED, -1)
-    if "h" in scalars:
-        if len(scalars["h"]) > 16:
-            raise Declined
-        out["health_v"] = scalars["h"]
-    if "list" in scalars:
-        if scalars["list"] not in watch.LISTS:
-            raise Declined
-        out["list_name"] = scalars["list"]
-    out["newest"] = _int(scalars["newest"], UNSIGNED, 0) if "newest" in scalars else 0
-    limit = scalars.get("limit")
-    page = task_lists.PAGE_SIZE
-    out["limit"] = _int(limit, UNSIGNED, 1, page) if limit else task_lists.PANEL_SIZE
-    return out
+    return params.read(scope, watch.PARAMS, {"r": watch.ROWS})
 
 
 def _candidate(scope: Scope) -> bool:

@@ -19,7 +19,7 @@ from api.errors import retry_after_headers
 from desk import tasks
 from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
 from desk.models import TaskStatus
-from ui import task_lists
+from ui import params, task_lists
 from ui.render import fragment, is_htmx, render, row_fragment
 from ui.route import UiRoute, redirect
 from ui.taskview import TaskView
@@ -30,6 +30,9 @@ router = APIRouter(route_class=UiRoute)
 
 NOT_FILTERS = ("csrf_token", "idempotency_key")
 Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
+# The row poll's query, declared once for the route and the short way (ui.fast).
+SINCE = params.Number("since", None, ge=0, real=True)
+ROW_PARAMS: dict[str, params.Scalar] = {"since": SINCE}
 
 
 @router.get("/tasks")
@@ -70,7 +73,7 @@ async def task_row(
     task_id: int,
     rt: RuntimeDep,
     v: FragmentViewer,
-    since: Annotated[float | None, Query(ge=0)] = None,
+    since: Annotated[float | None, SINCE.query()] = SINCE.default,
 ) -> HTMLResponse:
     """One task: its row for htmx (the polling answer), a small page otherwise."""
     row = await task_lists.row(rt, v.user_id, task_id, since, found=v.task)

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
 from desk import access, health, lanes, notifications, reads, task_rules
 from desk.errors import NotFound, ValidationProblem
 from desk.models import Role, TaskKind
 from desk.runtime import Runtime
-from ui import polling, task_lists
+from ui import params, polling, task_lists
 from ui.render import render_html
 from ui.route import UiRoute
 from ui.taskview import TaskView
@@ -38,6 +38,15 @@ router = APIRouter(route_class=UiRoute)
 
 MAX_ROWS = 60
 LISTS = {"tasks": None, "imports": TaskKind.IMPORT}
+# The query, declared once for the route and the short way (ui.fast).
+ROWS = params.Repeated("r", MAX_ROWS)
+PARAMS: dict[str, params.Scalar] = {
+    "bell": params.Number("bell", None, ge=-1),
+    "health_v": params.Text("h", None, max_length=16),
+    "list_name": params.Text("list", None, choices=tuple(LISTS)),
+    "newest": params.Number("newest", 0, ge=0),
+    "limit": params.Number("limit", task_lists.PANEL_SIZE, ge=1, le=task_lists.PAGE_SIZE),
+}
 HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Redis)
 
 
@@ -232,7 +241,7 @@ async def _health(rt: Runtime, v: Viewer, shown: str, ctx: dict[str, Any]) -> li
     return [render_html(v.locale, "base.html", ctx | {"health": report}, "health")]
 
 
-Rows = Annotated[list[str], Query(max_length=MAX_ROWS)]
+_P = PARAMS
 
 
 @router.get("/watch")
@@ -240,12 +249,12 @@ async def watch(
     request: Request,
     rt: RuntimeDep,
     v: BellViewer,
-    r: Rows = [],  # noqa: B006 - FastAPI copies query defaults
-    bell: Annotated[int | None, Query(ge=-1)] = None,
-    health_v: Annotated[str | None, Query(alias="h", max_length=16)] = None,
-    list_name: Annotated[str | None, Query(alias="list", pattern="^(tasks|imports)$")] = None,
-    newest: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)] = task_lists.PANEL_SIZE,
+    r: Annotated[list[str], ROWS.query()] = [],  # noqa: B006 - FastAPI copies query defaults
+    bell: Annotated[int | None, _P["bell"].query()] = _P["bell"].default,
+    health_v: Annotated[str | None, _P["health_v"].query()] = _P["health_v"].default,
+    list_name: Annotated[str | None, _P["list_name"].query()] = _P["list_name"].default,
+    newest: Annotated[int, _P["newest"].query()] = _P["newest"].default,
+    limit: Annotated[int, _P["limit"].query()] = _P["limit"].default,
 ) -> Response:
     """204 when nothing the page shows changed; else the changed fragments, out of band."""
     changes = await _rows(rt, v, [parse_row(t) for t in r])

@@ -156,3 +156,40 @@ async def test_an_unfinished_row_skips_the_block_with_the_same_bytes(page_as, wo
     assert row.active and r.text == block.replace(
         block.split('data-since="')[1].split('"')[0], r.text.split('data-since="')[1].split('"')[0]
     )
+
+
+async def test_both_ways_read_one_parameter_spec(page_as, world, rt, router_only) -> None:
+    """Every bound of the spec (ui.watch.PARAMS, ui.tasks_routes.ROW_PARAMS): the value on it is
+    taken by the short way and by the route, the one past it declined by one, refused by the other."""
+    from ui import params, tasks_routes, watch
+
+    task = await tasks.create_export(rt, world.staff, world.team, {})
+    page = await page_as(world.staff)
+    cases: list[tuple[str, str, bool]] = []  # (path, query, within)
+    for path, specs in (("/watch", watch.PARAMS), (f"/tasks/{task.id}", tasks_routes.ROW_PARAMS)):
+        for spec in specs.values():
+            if isinstance(spec, params.Number):
+                for bound, step in ((spec.ge, -1), (spec.le, 1)):
+                    if bound is not None:
+                        cases += [(path, f"{spec.name}={int(bound)}", True)]
+                        cases += [(path, f"{spec.name}={int(bound) + step}", False)]
+            elif spec.max_length is not None:
+                cases += [(path, f"{spec.name}={'x' * spec.max_length}", True)]
+                cases += [(path, f"{spec.name}={'x' * (spec.max_length + 1)}", False)]
+            else:
+                cases += [(path, f"{spec.name}={c}", True) for c in spec.choices]
+                cases += [(path, f"{spec.name}=other", False)]
+    rows = "&".join([f"r={task.id}:1:v:0"] * watch.ROWS.max_items)
+    cases += [("/watch", rows, True), ("/watch", rows + f"&r={task.id}:1:v:0", False)]
+    for path, query, within in cases:
+        read = fast.watch_params if path == "/watch" else fast.row_params
+        if within:
+            read({"query_string": query.encode()})
+        else:
+            with pytest.raises(Declined):
+                read({"query_string": query.encode()})
+    short = await _answers(page, [f"{p}?{q}" for p, q, _ in cases])
+    router_only()
+    assert short == await _answers(page, [f"{p}?{q}" for p, q, _ in cases])
+    for (path, query, within), (status, _, _) in zip(cases, short, strict=True):
+        assert (status < 400) == within, (path, query, status)
