@@ -15,6 +15,7 @@ ONE statement, so a row fragment costs one checkout and one round trip.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cache
@@ -138,19 +139,25 @@ _TASK_SQL = (
 )
 
 
-def _hit(data: dict[str, Any] | None, user_id: int) -> TaskHit:
-    if data is None or data.get("id") is None or data["member_role"] is None:
+# `_TASK_SQL`'s columns as a tuple row: the task's, then these three.
+_N = len(TASK_COLUMNS)
+_ROLE, _TITLE, _PAUSED = _N, _N + 1, _N + 2
+
+
+def _hit(data: Sequence[Any] | None, user_id: int) -> TaskHit:
+    """`_TASK_SQL`'s columns (a tuple row, or a slice of one) as the reader sees them."""
+    if data is None or data[0] is None or data[_ROLE] is None:
         return TaskHit(None)
-    member = access.Member(user_id, data["team_id"], Role(data["member_role"]))
-    if not access.can_see_task(member, data["kind"], data["owner_id"]):
+    task = TaskRow(*data[:_N])
+    member = access.Member(user_id, task.team_id, Role(data[_ROLE]))
+    if not access.can_see_task(member, task.kind, task.owner_id):
         return TaskHit(None)
-    task = TaskRow(*(data[c] for c in TASK_COLUMNS))
-    return TaskHit(task, data["ticket_title"], frozenset(data["paused"] or ()))
+    return TaskHit(task, data[_TITLE], frozenset(data[_PAUSED] or ()))
 
 
 async def task(pg: Pg, user_id: int, task_id: int) -> TaskHit:
     """Task `task_id` as `user_id` may see it (`.task` None: missing or not theirs to see)."""
-    data = await pg.one(_TASK_SQL, {"u": user_id, "task": task_id})
+    data = await pg.row(_TASK_SQL, {"u": user_id, "task": task_id})
     return _hit(data, user_id)
 
 
@@ -163,7 +170,7 @@ async def tasks(pg: Pg, user_id: int, ids: list[int]) -> dict[int, TaskHit]:
     if not ids:
         return {}
     out: dict[int, TaskHit] = {}
-    for data in await pg.all(_TASKS_SQL, {"u": user_id, "ids": ids}):
+    for data in await pg.rows(_TASKS_SQL, {"u": user_id, "ids": ids}):
         hit = _hit(data, user_id)
         if hit.task is not None:
             out[hit.task.id] = hit
@@ -191,13 +198,16 @@ _TEAMS_SQL = (
 _UNREAD_SQL = "(SELECT count(*) FROM notification n WHERE n.user_id = u.id AND n.read_at IS NULL)"
 
 
+_PERSON_COLS = "s.csrf, u.id, u.email, u.display_name, u.locale, u.timezone"
+
+
 @cache
 def _viewer_sql(with_teams: bool, with_task: bool, with_unread: bool = False) -> str:
-    # The task part is `_TASK_SQL` as a lateral join whose reader is the session's user.
-    cols = "s.csrf, u.id AS u_id, u.email AS u_email, u.display_name AS u_display_name, "
-    cols += "u.locale AS u_locale, u.timezone AS u_timezone"
-    cols += f", {_TEAMS_SQL} AS teams" if with_teams else ""
-    cols += f", {_UNREAD_SQL} AS unread" if with_unread else ""
+    # Read as a tuple row: the session's six columns, then teams and unread when asked, then
+    # the task part — `_TASK_SQL` as a lateral join whose reader is the session's user.
+    cols = _PERSON_COLS
+    cols += f", {_TEAMS_SQL}" if with_teams else ""
+    cols += f", {_UNREAD_SQL}" if with_unread else ""
     joins = ""
     if with_task:
         cols += ", x.*"
@@ -226,16 +236,21 @@ async def viewer(
     params: dict[str, Any] = {"sid": session_digest(secret), "now": now}
     if with_task:
         params["task"] = task_id
-    data = await pg.one(_viewer_sql(teams, with_task, unread), params)
+    data = await pg.row(_viewer_sql(teams, with_task, unread), params)
     if data is None:
         return None
-    person = Person(
-        data["u_id"], data["u_email"], data["u_display_name"], data["u_locale"], data["u_timezone"]
-    )
-    team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in data["teams"]] if teams else None
-    hit = _hit(data, person.id) if with_task else None
-    count = int(data["unread"]) if unread else None
-    return SessionView(person, data["csrf"], team_list, hit, count)
+    person = Person(*data[1:6])
+    at = 6
+    team_list = None
+    if teams:
+        team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in data[at]]
+        at += 1
+    count = None
+    if unread:
+        count = int(data[at])
+        at += 1
+    hit = _hit(data[at:], person.id) if with_task else None
+    return SessionView(person, data[0], team_list, hit, count)
 
 
 async def session(pg: Pg, secret: str, now: datetime) -> tuple[int, str] | None:

@@ -88,11 +88,13 @@ def parse_row(token: str) -> Watched:
     return row
 
 
+# Read as tuple rows: id, team, the reader's role, the version's time, the paused lanes, then
+# `_Task`'s fields in its order.
 _VERSIONS_SQL = (
-    "SELECT t.id, t.kind, t.status, t.owner_id, t.team_id, t.cancel_requested, t.result_bytes,"
-    " t.expires_at, t.attempts, t.run_at, t.result_skipped, t.lease_until,"
-    " (extract(epoch FROM t.updated_at) * 1000000)::bigint AS updated_us, m.role,"
-    " ARRAY(SELECT name FROM task_lane WHERE paused) AS paused_lanes"
+    "SELECT t.id, t.team_id, m.role, (extract(epoch FROM t.updated_at) * 1000000)::bigint,"
+    " ARRAY(SELECT name FROM task_lane WHERE paused), t.kind, t.status, t.owner_id,"
+    " t.cancel_requested, t.result_bytes, t.expires_at, t.attempts, t.run_at, t.result_skipped,"
+    " t.lease_until"
     " FROM background_task t"
     " LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(me)s"
     " WHERE t.id = ANY(%(ids)s)"
@@ -105,16 +107,18 @@ async def row_versions(rt: Runtime, user_id: int, ids: list[int]) -> dict[int, s
         return {}
     now = rt.clock()
     out: dict[int, str] = {}
-    for r in await rt.pg.all(_VERSIONS_SQL, {"me": user_id, "ids": ids}):
-        if r["role"] is None:
+    for task_id, team_id, role, updated_us, paused_lanes, *rest in await rt.pg.rows(
+        _VERSIONS_SQL, {"me": user_id, "ids": ids}
+    ):
+        if role is None:
             continue
-        member = access.Member(user_id, r["team_id"], Role(r["role"]))
-        if not access.can_see_task(member, r["kind"], r["owner_id"]):
+        task = _Task(*rest)
+        if not access.can_see_task(
+            access.Member(user_id, team_id, Role(role)), task.kind, task.owner_id
+        ):
             continue
-        task = _Task(**{k: r[k] for k in _Task.__dataclass_fields__})
-        paused = r["status"] == "WAITING" and lanes.lane_of(r["kind"]) in set(r["paused_lanes"])
-        label = task_rules.status_label(task, now)
-        out[r["id"]] = polling.version(r["updated_us"], label, paused)
+        paused = task.status == "WAITING" and lanes.lane_of(task.kind) in paused_lanes
+        out[task_id] = polling.version(updated_us, task_rules.status_label(task, now), paused)
     return out
 
 
