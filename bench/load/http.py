@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +37,9 @@ class Response:
 
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+# uvicorn closes a keep-alive connection after 5 s idle; one idle longer than this is not reused
+# (as browsers and httpx expire theirs), so a POST never meets a connection closing under it.
+IDLE_EXPIRY = 4.0
 
 
 class Client:
@@ -43,13 +47,14 @@ class Client:
         parts = urlsplit(base_url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.timeout = timeout
-        self._idle: list[Conn] = []
+        self._idle: list[tuple[Conn, float]] = []  # with when each went idle (monotonic)
         self._slots = asyncio.Semaphore(connections)
 
     async def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes = b""
     ) -> Response:
         async with self._slots:
+            self._expire()
             reused = bool(self._idle)
             try:
                 return await self._attempt(method, path, headers, body)
@@ -64,7 +69,7 @@ class Client:
     async def _attempt(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Response:
-        conn = self._idle.pop() if self._idle else None
+        conn = self._idle.pop()[0] if self._idle else None
         fresh = conn is None
         try:
             if conn is None:
@@ -80,8 +85,13 @@ class Client:
         if response.headers.get("connection", "").lower() == "close":
             conn[1].close()
         else:
-            self._idle.append(conn)
+            self._idle.append((conn, time.monotonic()))
         return response
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - IDLE_EXPIRY
+        while self._idle and self._idle[0][1] < cutoff:  # the oldest first: LIFO reuse
+            self._idle.pop(0)[0][1].close()
 
     async def get(self, path: str, headers: dict[str, str]) -> Response:
         return await self.request("GET", path, headers)
@@ -116,7 +126,7 @@ class Client:
         return Response(status, got, content)
 
     async def aclose(self) -> None:
-        for _, writer in self._idle:
+        for (_, writer), _ in self._idle:
             writer.close()
         self._idle.clear()
 
