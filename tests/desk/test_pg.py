@@ -22,6 +22,17 @@ async def test_reads_and_writes_are_autocommit(rt: Runtime) -> None:
     assert changed == [{"n": 7}]
 
 
+async def test_tuple_reads_keep_the_column_order(rt: Runtime) -> None:
+    assert await rt.pg.row("SELECT 2 AS b, 1 AS a, %(j)s::jsonb AS j", {"j": '{"k": 1}'}) == (
+        2,
+        1,
+        {"k": 1},
+    )
+    assert await rt.pg.row("SELECT 1 WHERE false") is None
+    assert await rt.pg.rows("SELECT g, -g FROM generate_series(1, 2) g") == [(1, -1), (2, -2)]
+    assert await rt.pg.rows("SELECT 1 WHERE false") == []
+
+
 async def test_a_read_survives_connections_killed_under_it(rt: Runtime, settings: Settings) -> None:
     """A database restart kills every idle connection; the next read still answers."""
     await rt.pg.one("SELECT 1 AS n")
@@ -30,6 +41,11 @@ async def test_a_read_survives_connections_killed_under_it(rt: Runtime, settings
     async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as admin:
         await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert await rt.pg.one("SELECT 2 AS n") == {"n": 2}
+    async with rt.pg.connection() as conn:
+        pid = conn.info.backend_pid
+    async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert await rt.pg.row("SELECT 3") == (3,)  # the tuple reads retry the same way
 
 
 async def test_a_failed_write_is_not_repeated(rt: Runtime) -> None:
