@@ -11,9 +11,9 @@ Without an idempotency key an accept is one round trip (`accept_at_once`): BEGIN
 statement and COMMIT sent as one simple query. PostgreSQL runs them in order and, in READ
 COMMITTED, takes the statement's snapshot when the statement starts, i.e. after the lock is
 granted, exactly as when they come one by one; the lock waits in the server, not in a client
-loop. With a key: BEGIN with the lock, the key's checks, the statement, COMMIT. The statement
-inserts only when everything allows it and reports what it found (membership, the assignee, an
-active task in the scope, the quota counts), so the caller can say why not.
+loop. With a key: BEGIN, the key's lock and checks, the person's lock, the statement, COMMIT.
+The statement inserts only when everything allows it and reports what it found (membership,
+the assignee, an active task in the scope, the quota counts), so the caller can say why not.
 """
 
 from __future__ import annotations
@@ -46,9 +46,6 @@ IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 _ACTIVE = "status IN ('WAITING', 'RUNNING')"
 
 LOCK_PERSON = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 7343))"
-LOCK_PERSON_LITERAL = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('accept:{team}:{owner}', 7343))"
-)
 LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"  # as ledger.lock_idempotency_key
 BY_KEY = "SELECT * FROM background_task WHERE owner_id = %(o)s AND idempotency_key = %(k)s"
 FORGET_KEY = "UPDATE background_task SET idempotency_key = NULL WHERE id = %(id)s AND idempotency_key = %(k)s"
@@ -138,22 +135,14 @@ async def lock_person(conn: AsyncConnection[Any], team_id: int, owner_id: int) -
 
 
 @asynccontextmanager
-async def transaction(
-    conn: AsyncConnection[Any], team_id: int, owner_id: int, *, lock: bool
-) -> AsyncIterator[None]:
+async def transaction(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     """A transaction on an autocommit connection, committed at the end, rolled back on any
-    exception. With `lock`, BEGIN and `lock_person` travel as one simple query (one round trip
-    instead of two: an accept is CPU-bound on the web's side, each round trip costs ~0.1 ms of
-    it); the lock's text is built from the two integer ids only."""
-    begin = "BEGIN"
-    if lock:
-        begin += f"; {LOCK_PERSON_LITERAL.format(team=int(team_id), owner=int(owner_id))}"
-    await conn.execute(begin.encode(), prepare=False)
+    exception (simple BEGIN/COMMIT: no savepoint bookkeeping of psycopg's `transaction()`)."""
+    await conn.execute(b"BEGIN", prepare=False)
     try:
         yield
     except BaseException:
-        with suppress(Exception):  # a broken connection: the pool discards it anyway
-            await conn.execute(b"ROLLBACK", prepare=False)
+        await _rollback(conn)
         raise
     await conn.execute(b"COMMIT", prepare=False)
 

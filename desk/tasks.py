@@ -140,9 +140,8 @@ async def create_export(
 async def _accept_export(
     rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
 ) -> tuple[BackgroundTask, bool]:
-    """This person's lock, then the accept statement, in one transaction (one round trip:
-    desk.intake.accept_at_once); its findings become the same answers as ever, in the same
-    order. With an idempotency key: `_accept_with_key`."""
+    """This person's lock and the accept statement in one transaction, one round trip
+    (desk.intake.accept_at_once); its findings become the same answers as ever, in order."""
     if new.idempotency_key is not None:
         return await _accept_with_key(rt, conn, new, quota, assignee)
     now = rt.clock()
@@ -154,8 +153,7 @@ async def _accept_export(
         if got.task is not None:
             return got.task, True
         intake.refuse(got, quota, now, assignee)
-        # Read after COMMIT: the task held the scope when the statement ran (it may have
-        # finished since; it is still the one this request collided with).
+        # Read after COMMIT: the task that held the scope when the statement ran.
         existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
         if existing is not None:
             raise TaskConflict(existing)
@@ -167,12 +165,11 @@ async def _accept_export(
 async def _accept_with_key(
     rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
 ) -> tuple[BackgroundTask, bool]:
-    """One transaction: the key's lock and its earlier task, if any (a replay), else this
-    person's lock and the accept statement; a refusal rolls it all back."""
+    """One transaction: the key's lock and earlier task (a replay), else `_accept_export`'s."""
     now = rt.clock()
     key = new.idempotency_key or ""
     # No psycopg pipeline: waiting on the lock in pipeline mode spins the event loop (profiled).
-    async with intake.transaction(conn, new.team_id, new.owner_id, lock=False):
+    async with intake.transaction(conn):
         window = rt.settings.idempotency_window_seconds
         replayed = await intake.replay(
             conn, new.owner_id, key, new.request_fingerprint or "", now=now, window=window
