@@ -109,10 +109,11 @@ def create_app() -> FastAPI:
         pool = AsyncConnectionPool(settings.libpq_url, min_size=size, max_size=size, open=False)
         await pool.open(wait=True)
         app.state.pool = pool
-        # The floor's own pool: autocommit, so the session read is one round trip.
+        # The floor's own pool: autocommit (the session read is one round trip), as many
+        # connections as ours takes its accepts from (`rt.pg`: DB_POOL_SIZE).
         floor = AsyncConnectionPool(
-            settings.libpq_url, min_size=size, max_size=size, open=False,
-            kwargs={"autocommit": True},
+            settings.libpq_url, min_size=settings.db_pool_size,
+            max_size=settings.db_pool_size, open=False, kwargs={"autocommit": True},
         )  # fmt: skip
         await floor.open(wait=True)
         app.state.floor_pool = floor
