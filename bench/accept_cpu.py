@@ -1,6 +1,8 @@
 """CPU time of the web process per accepted export (createExport, 16 wrk connections, 16 staff
 of one team): load-independent where wall-clock latency is not. Run from the tree to measure:
-`python -m bench.accept_cpu <seconds>` (a scratch database named after the tree's folder)."""
+`python -m bench.accept_cpu <seconds> [floor]` (a scratch database on the bench's own servers,
+bench/env.py: private ones under .taskdesk/bench/ unless TEST_DATABASE_URL/DATABASE_URL say
+otherwise). With `floor`, the same for bench/baseline_app.py's accept (the trigger's floor)."""
 
 import asyncio
 import os
@@ -8,12 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import psycopg
-
 from bench import env
 from bench.b_http import TRIGGER_CONNECTIONS, _trigger_script, staff_people
-from bench.web import OURS, serve, session_cookie, wrk
+from bench.web import BASELINE, OURS, serve, session_cookie, wrk
 from desk.runtime import Runtime
+from desk.settings import Settings
 from taskdesk import migrate
 from tests.factories import make_world
 
@@ -25,14 +26,20 @@ def cpu_seconds(pid: int) -> float:
 
 def main() -> None:
     seconds = float(sys.argv[1])
-    db = "acc_cpu_" + Path.cwd().name.replace("-", "_")
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {db}")
-        c.execute(f"CREATE DATABASE {db}")
-    url = f"postgresql://postgres@127.0.0.1:5432/{db}"
-    migrate.upgrade(url)
-    settings = env.settings_for(url, "redis://127.0.0.1:6379/0", env.new_prefix("cpu"))
+    app = BASELINE if sys.argv[2:] == ["floor"] else OURS
+    servers = env.open_servers()
+    db = "taskdesk_bench_run_cpu_" + Path.cwd().name.replace("-", "_")
+    try:
+        url = env.create_db(servers, db)
+        migrate.upgrade(url)
+        settings = env.settings_for(url, servers.redis_url, env.new_prefix("cpu"))
+        measure(settings, seconds, app, db)
+    finally:
+        env.drop_db(servers, db)
+        servers.close()
 
+
+def measure(settings: Settings, seconds: float, app: str, db: str) -> None:
     async def prepare() -> tuple[int, list[int]]:
         rt = await Runtime.open(settings)
         try:
@@ -43,9 +50,7 @@ def main() -> None:
 
     team, people = asyncio.run(prepare())
     cookies = [session_cookie(settings, u) for u in people]
-    with serve(
-        OURS, env.worker_env(settings), Path(tempfile.gettempdir()) / f"cpu-{db}.log"
-    ) as web:
+    with serve(app, env.worker_env(settings), Path(tempfile.gettempdir()) / f"cpu-{db}.log") as web:
         wrk(web.url + "/graphql", _trigger_script(team, cookies, "warm"), TRIGGER_CONNECTIONS, 2)
         before = cpu_seconds(web.pid)
         got = wrk(
@@ -57,7 +62,7 @@ def main() -> None:
         used = cpu_seconds(web.pid) - before
     assert got["errors"] == 0, got
     print(
-        f"{Path.cwd()}: {got['requests']} accepts in {seconds:g} s ({got['rps']:.0f}/s), "
+        f"{Path.cwd()} ({app}): {got['requests']} accepts in {seconds:g} s ({got['rps']:.0f}/s), "
         f"web CPU {used:.2f} s = {1000 * used / got['requests']:.2f} ms per accept; "
         f"p50 {got['p50_us'] / 1000:.0f} ms p99 {got['p99_us'] / 1000:.0f} ms"
     )

@@ -195,42 +195,60 @@ async def _cancel_waiting(rt: Runtime) -> None:
         )
 
 
+async def _trigger_turn(
+    served: Any, lua: str, seconds: float, rt: Runtime, what: str
+) -> tuple[dict[str, Any], float]:
+    """One wrk window against `served`: (wrk's summary, the server's CPU seconds in it)."""
+    began = cpu_seconds(served.pid)
+    got: dict[str, Any] = await asyncio.to_thread(
+        wrk, served.url + "/graphql", lua, TRIGGER_CONNECTIONS, seconds
+    )
+    spent = cpu_seconds(served.pid) - began
+    await _cancel_waiting(rt)
+    check_ok(got, what)
+    return got, spent
+
+
 async def trigger(ctx: Ctx) -> list[Row]:
+    """Ours against the floor (bench/baseline_app.py `POST /graphql`: the accept's bare minimum),
+    the same wrk script and connections, taking turns in alternating order."""
     p = ctx.people
     assert p is not None
     settings = ctx.settings("trigger")
-    p50: list[float] = []
-    p99: list[float] = []
-    rates: list[float] = []
-    cpu_ms: list[float] = []  # the web process's CPU per accepted export (load skews it less)
+    seconds = ctx.sizes.http_seconds
+    stats: dict[str, dict[str, list[float]]] = {
+        n: {"p50": [], "p99": [], "rps": [], "cpu": []} for n in ("ours", "floor")
+    }
     async with runtime(settings) as rt:
         people = await staff_people(rt, p.big_team, TRIGGER_CONNECTIONS)
         cookies = [session_cookie(settings, u) for u in people]
         web_env = env.worker_env(settings)
-        with serve(
-            OURS, web_env, ctx.log("web-trigger.log"), ctx.profile_to("web-trigger")
-        ) as ours:
+        with (
+            serve(OURS, web_env, ctx.log("web-trigger.log"), ctx.profile_to("web-trigger")) as ours,
+            serve(BASELINE, web_env, ctx.log("baseline-trigger.log")) as floor,
+        ):
+            served = {"ours": ours, "floor": floor}
             for i in range(ctx.sizes.runs + 1):  # the first run warms up
-                lua = _trigger_script(p.big_team, cookies, f"trigger-{i}")
-                began = cpu_seconds(ours.pid)
-                got: dict[str, Any] = await asyncio.to_thread(
-                    wrk, ours.url + "/graphql", lua, TRIGGER_CONNECTIONS, ctx.sizes.http_seconds
-                )
-                spent = cpu_seconds(ours.pid) - began
-                await _cancel_waiting(rt)
-                check_ok(got, "trigger")
-                if i:
-                    p50.append(got["p50_us"] / 1000)
-                    p99.append(got["p99_us"] / 1000)
-                    rates.append(got["rps"])
-                    cpu_ms.append(spent / max(1, got["requests"]) * 1e3)
-    note = (
-        f"{TRIGGER_CONNECTIONS} connections, 16 staff of one team; "
-        f"{sorted(rates)[len(rates) // 2]:.0f} accepted exports/s"
+                for name in ("ours", "floor") if i % 2 else ("floor", "ours"):
+                    lua = _trigger_script(p.big_team, cookies, f"trigger-{name}-{i}")
+                    got, spent = await _trigger_turn(
+                        served[name], lua, seconds, rt, f"trigger {name}"
+                    )
+                    if i:
+                        st = stats[name]
+                        st["p50"].append(got["p50_us"] / 1000)
+                        st["p99"].append(got["p99_us"] / 1000)
+                        st["rps"].append(got["rps"])
+                        st["cpu"].append(spent / max(1, got["requests"]) * 1e3)
+    note = f"{TRIGGER_CONNECTIONS} connections, 16 staff of one team; " + "; ".join(
+        f"{n} {statistics.median(st['rps']):.0f} accepted exports/s, "
+        f"web CPU per accept {statistics.median(st['cpu']):.2f} ms"
+        for n, st in stats.items()
+        if st["rps"]
     )
-    if cpu_ms:
-        note += f", web CPU per accept {statistics.median(cpu_ms):.2f} ms"
+    ours_st, floor_st = stats["ours"], stats["floor"]
     return [
-        Row("trigger p50", "ms", p50, note=note),
-        Row("trigger p99", "ms", p99, target=Target("value<=", 50)),
+        Row("trigger p50", "ms", ours_st["p50"], floor_st["p50"], note=note),
+        Row("trigger p99", "ms", ours_st["p99"], floor_st["p99"], target=Target("value<=", 50)),
+        Row("trigger accepts/s", "accepts/s", ours_st["rps"], floor_st["rps"]),
     ]

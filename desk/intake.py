@@ -7,8 +7,12 @@ the team lock 16 people's exports queued behind one another). The lock of (team,
 one person's quota exact under concurrency: the count and the insert run in one statement,
 after the lock, so its snapshot sees every earlier accept of that person.
 
-One accept is BEGIN with the lock, the statement and COMMIT (three short round trips on one
-connection, no ORM objects but the returned row); the statement inserts only when everything allows it and reports what it found (membership,
+Without an idempotency key an accept is one round trip (`accept_at_once`): BEGIN, the lock, the
+statement and COMMIT sent as one simple query. PostgreSQL runs them in order and, in READ
+COMMITTED, takes the statement's snapshot when the statement starts, i.e. after the lock is
+granted, exactly as when they come one by one; the lock waits in the server, not in a client
+loop. With a key: BEGIN, the key's lock and checks, the person's lock, the statement, COMMIT.
+The statement inserts only when everything allows it and reports what it found (membership,
 the assignee, an active task in the scope, the quota counts), so the caller can say why not.
 """
 
@@ -16,13 +20,15 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import AsyncConnection
+import psycopg
+from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy.orm import configure_mappers
 from sqlalchemy.orm.instrumentation import manager_of_class
@@ -40,9 +46,6 @@ IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 _ACTIVE = "status IN ('WAITING', 'RUNNING')"
 
 LOCK_PERSON = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 7343))"
-LOCK_PERSON_LITERAL = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('accept:{team}:{owner}', 7343))"
-)
 LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"  # as ledger.lock_idempotency_key
 BY_KEY = "SELECT * FROM background_task WHERE owner_id = %(o)s AND idempotency_key = %(k)s"
 FORGET_KEY = "UPDATE background_task SET idempotency_key = NULL WHERE id = %(id)s AND idempotency_key = %(k)s"
@@ -132,22 +135,14 @@ async def lock_person(conn: AsyncConnection[Any], team_id: int, owner_id: int) -
 
 
 @asynccontextmanager
-async def transaction(
-    conn: AsyncConnection[Any], team_id: int, owner_id: int, *, lock: bool
-) -> AsyncIterator[None]:
+async def transaction(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     """A transaction on an autocommit connection, committed at the end, rolled back on any
-    exception. With `lock`, BEGIN and `lock_person` travel as one simple query (one round trip
-    instead of two: an accept is CPU-bound on the web's side, each round trip costs ~0.1 ms of
-    it); the lock's text is built from the two integer ids only."""
-    begin = "BEGIN"
-    if lock:
-        begin += f"; {LOCK_PERSON_LITERAL.format(team=int(team_id), owner=int(owner_id))}"
-    await conn.execute(begin.encode(), prepare=False)
+    exception (simple BEGIN/COMMIT: no savepoint bookkeeping of psycopg's `transaction()`)."""
+    await conn.execute(b"BEGIN", prepare=False)
     try:
         yield
     except BaseException:
-        with suppress(Exception):  # a broken connection: the pool discards it anyway
-            await conn.execute(b"ROLLBACK", prepare=False)
+        await _rollback(conn)
         raise
     await conn.execute(b"COMMIT", prepare=False)
 
@@ -172,18 +167,10 @@ async def by_id(conn: AsyncConnection[Any], task_id: int) -> BackgroundTask | No
     return _task(row) if row else None
 
 
-async def accept(
-    conn: AsyncConnection[Any],
-    new: NewTask,
-    quota: Quota,
-    *,
-    now: datetime,
-    dispatched: bool,
-    assignee_id: int | None = None,
-) -> Outcome:
-    """Insert `new` WAITING if the owner is a member, `assignee_id` (if any) is staff, no active
-    task holds the scope and the quota allows it; in any case, report what was found."""
-    params = {
+def _accept_params(
+    new: NewTask, quota: Quota, now: datetime, dispatched: bool, assignee_id: int | None
+) -> dict[str, Any]:
+    return {
         "kind": new.kind, "team_id": new.team_id, "owner_id": new.owner_id,
         "ticket_id": new.ticket_id, "scope_key": new.scope_key,
         "filters": json.dumps(new.filters or {}), "reminder_revision": new.reminder_revision,
@@ -193,7 +180,9 @@ async def accept(
         "assignee": assignee_id, "since": quota.since,
         "max_active": quota.max_active, "max_recent": quota.max_recent,
     }  # fmt: skip
-    row = await _row(conn, ACCEPT, params)
+
+
+def _outcome(row: dict[str, Any] | None) -> Outcome:
     assert row is not None  # q always yields one row
     found = {k: row.pop(k) for k in [k for k in row if k.startswith("q_")]}
     task = _task(row) if row.get("id") is not None else None
@@ -206,6 +195,100 @@ async def accept(
         oldest=found["q_oldest"],
         task=telemetry.accepted(task),
     )
+
+
+async def accept(
+    conn: AsyncConnection[Any],
+    new: NewTask,
+    quota: Quota,
+    *,
+    now: datetime,
+    dispatched: bool,
+    assignee_id: int | None = None,
+) -> Outcome:
+    """Insert `new` WAITING if the owner is a member, `assignee_id` (if any) is staff, no active
+    task holds the scope and the quota allows it; in any case, report what was found. Runs in
+    the caller's transaction, which holds the owner's lock."""
+    params = _accept_params(new, quota, now, dispatched, assignee_id)
+    return _outcome(await _row(conn, ACCEPT, params))
+
+
+# The accept statement prepared once per connection under this name (SQL-level PREPARE, so a
+# simple query can EXECUTE it: the server neither parses nor plans it again; psycopg's own
+# prepared statements are protocol-level and cannot join a multi-statement query).
+PREPARED = "taskdesk_accept_v1"
+_ARGS = (
+    ("kind", "text"), ("team_id", "int"), ("owner_id", "int"), ("ticket_id", "int"),
+    ("scope_key", "text"), ("filters", "jsonb"), ("reminder_revision", "int"), ("note", "text"),
+    ("run_at", "timestamptz"), ("max_attempts", "int"), ("dispatched", "boolean"),
+    ("lane", "text"), ("now", "timestamptz"), ("idem", "text"), ("fingerprint", "text"),
+    ("assignee", "int"), ("since", "timestamptz"), ("max_active", "bigint"),
+    ("max_recent", "bigint"),
+)  # fmt: skip
+
+
+def _prepare_sql() -> str:
+    sql = ACCEPT
+    for i, (name, _) in enumerate(_ARGS, 1):
+        sql = sql.replace(f"%({name})s", f"${i}")
+    assert "%(" not in sql, "every parameter of ACCEPT must be in _ARGS"
+    return f"PREPARE {PREPARED} ({', '.join(t for _, t in _ARGS)}) AS {sql}"
+
+
+PREPARE_ACCEPT = _prepare_sql()
+# BEGIN, the person's lock (LOCK_PERSON's text, built in SQL from the two ids), the accept and
+# COMMIT: one simple query, one round trip.
+ACCEPT_AT_ONCE = (
+    "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended("
+    "'accept:' || %(team_id)s::int || ':' || %(owner_id)s::int, 7343)); "
+    f"EXECUTE {PREPARED} ({', '.join(f'%({n})s' for n, _ in _ARGS)}); COMMIT"
+)
+_prepared: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
+
+
+async def accept_at_once(
+    conn: AsyncConnection[Any],
+    new: NewTask,
+    quota: Quota,
+    *,
+    now: datetime,
+    dispatched: bool,
+    assignee_id: int | None = None,
+) -> Outcome:
+    """`accept` in its own transaction under the owner's lock, committed: one round trip on an
+    autocommit connection with no transaction open (plus the PREPARE on a connection's first
+    use). The values are bound client-side (psycopg's quoting, by type)."""
+    params = _accept_params(new, quota, now, dispatched, assignee_id)
+    for _ in range(2):
+        await _prepare(conn)
+        cursor = AsyncClientCursor(conn, row_factory=dict_row)
+        try:
+            await cursor.execute(ACCEPT_AT_ONCE, params, prepare=False)
+        except psycopg.errors.InvalidSqlStatementName:  # gone (DISCARD ALL): prepare again
+            _prepared.discard(conn)
+            await _rollback(conn)
+            continue
+        except BaseException:
+            await _rollback(conn)
+            raise
+        cursor.nextset()  # past BEGIN
+        cursor.nextset()  # past the lock
+        return _outcome(await cursor.fetchone())
+    raise RuntimeError("the accept statement could not be prepared")  # pragma: no cover
+
+
+async def _prepare(conn: AsyncConnection[Any]) -> None:
+    if conn in _prepared:
+        return
+    with suppress(psycopg.errors.DuplicatePreparedStatement):
+        await conn.execute(PREPARE_ACCEPT.encode(), prepare=False)
+    _prepared.add(conn)
+
+
+async def _rollback(conn: AsyncConnection[Any]) -> None:
+    """End a transaction an error aborted; a broken connection is discarded by the pool."""
+    with suppress(Exception):
+        await conn.execute(b"ROLLBACK", prepare=False)
 
 
 async def accept_noop(

@@ -140,21 +140,43 @@ async def create_export(
 async def _accept_export(
     rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
 ) -> tuple[BackgroundTask, bool]:
-    """One transaction: the idempotency key (if any), this person's lock, then the accept
-    statement; its findings become the same answers as ever, in the same order."""
+    """This person's lock and the accept statement in one transaction, one round trip
+    (desk.intake.accept_at_once); its findings become the same answers as ever, in order."""
+    if new.idempotency_key is not None:
+        return await _accept_with_key(rt, conn, new, quota, assignee)
     now = rt.clock()
+    dispatched = _dispatch_now(rt, new.run_at)
+    for _ in range(3):
+        got = await intake.accept_at_once(
+            conn, new, quota, now=now, dispatched=dispatched, assignee_id=assignee
+        )
+        if got.task is not None:
+            return got.task, True
+        intake.refuse(got, quota, now, assignee)
+        # Read after COMMIT: the task that held the scope when the statement ran.
+        existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
+        if existing is not None:
+            raise TaskConflict(existing)
+        # Nothing in the scope when the statement looked, yet the unique index refused: a
+        # task became active by another path (a retry) meanwhile. Look again.
+    raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
+
+
+async def _accept_with_key(
+    rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
+) -> tuple[BackgroundTask, bool]:
+    """One transaction: the key's lock and earlier task (a replay), else `_accept_export`'s."""
+    now = rt.clock()
+    key = new.idempotency_key or ""
     # No psycopg pipeline: waiting on the lock in pipeline mode spins the event loop (profiled).
-    key = new.idempotency_key
-    # Without a key, BEGIN and the person's lock go in one round trip (desk.intake.transaction).
-    async with intake.transaction(conn, new.team_id, new.owner_id, lock=key is None):
-        if key is not None:
-            window = rt.settings.idempotency_window_seconds
-            replayed = await intake.replay(
-                conn, new.owner_id, key, new.request_fingerprint or "", now=now, window=window
-            )
-            if replayed is not None:
-                return replayed, False
-            await intake.lock_person(conn, new.team_id, new.owner_id)
+    async with intake.transaction(conn):
+        window = rt.settings.idempotency_window_seconds
+        replayed = await intake.replay(
+            conn, new.owner_id, key, new.request_fingerprint or "", now=now, window=window
+        )
+        if replayed is not None:
+            return replayed, False
+        await intake.lock_person(conn, new.team_id, new.owner_id)
         for _ in range(3):
             got = await intake.accept(
                 conn, new, quota, now=now, dispatched=_dispatch_now(rt, new.run_at),
@@ -166,8 +188,6 @@ async def _accept_export(
             existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
             if existing is not None:
                 raise TaskConflict(existing)
-            # Nothing in the scope when the statement looked, yet the unique index refused: a
-            # task became active by another path (a retry) meanwhile. Look again.
     raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
 
 

@@ -105,8 +105,8 @@ async def test_colleagues_each_get_their_own_quota_concurrently(rt, world) -> No
 
 
 async def test_a_refused_accept_rolls_back_and_lets_go_of_the_lock(rt, world) -> None:
-    """BEGIN and the lock travel together (desk.intake.transaction); a refusal must still end
-    the transaction: the lock is free and the pool's connections are idle again."""
+    """BEGIN, the lock, the statement and COMMIT travel together (desk.intake.accept_at_once);
+    a refusal must still end the transaction: the lock is free and the connections idle."""
     limit = rt.settings.export_max_active_per_user
     for i in range(limit):
         await tasks.create_export(rt, world.staff, world.team, {"q": f"fill {i}"})
