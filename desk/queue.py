@@ -131,6 +131,20 @@ return out
 """
 
 
+# KEYS: job ids; ARGV[1]: the queue. Removes each job not yet in progress (its queue entry and
+# job key); one arq already started is left to arq, which finishes it (it answers "stale").
+_DROP = """
+local n = 0
+for _, id in ipairs(KEYS) do
+  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 then
+    n = n + redis.call('ZREM', ARGV[1], id)
+    redis.call('DEL', 'arq:job:' .. id)
+  end
+end
+return n
+"""
+
+
 _PAYLOAD = (
     b'{"t":null,"f":"'
     + PROCESS_FUNCTION.encode()
@@ -149,6 +163,7 @@ class Queue:
         self.prefix = settings.queue_prefix
         self.name = queue_name(self.prefix)  # the short lane's queue (kept for older callers)
         self._send = redis.register_script(_SEND)
+        self._drop = redis.register_script(_DROP)
         self._token = secrets.token_hex(8)
 
     @classmethod
@@ -244,6 +259,18 @@ class Queue:
                 pipe.exists(in_progress_key_prefix + jid)
             marks = await pipe.execute()
         return list(zip(ids, (bool(m) for m in marks), strict=True))
+
+    async def drop_queued(self, lane: str, job_ids: list[str]) -> int:
+        """Take jobs out of a lane's queue before arq starts them (their tasks were claimed by a
+        batch), in one round trip; returns how many were still queued. Best effort: a job left
+        behind is started by arq and answers "stale"."""
+        if not job_ids:
+            return 0
+        try:
+            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane)]))
+        except REDIS_ERRORS as exc:
+            log.info("could not drop %d batch-claimed job(s): %s", len(job_ids), exc)
+            return 0
 
     async def purge(self, job_ids: list[str]) -> None:
         """Remove jobs and whatever arq keeps for them (queue entries, in-progress markers)."""
