@@ -51,6 +51,7 @@ log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # per shutdown step after the grace period
 REMINDER_BATCH = 500  # short-lane rows ready together, run by one claim (one slot)
+LONG_POLL_DELAY = 0.03
 BatchFinish = Callable[[Runtime, list[tuple[Row, str]]], Awaitable[object]]
 
 
@@ -192,6 +193,14 @@ async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     return await lane.take(task_id, run)
 
 
+def poll_delay(s: Settings, lane: str) -> float:
+    """Seconds between arq's polls of a lane's queue. The long lane polls at most every
+    LONG_POLL_DELAY: each poll is a Redis round trip whether or not work waits (an idle worker
+    spends most of its CPU there), and a few more milliseconds before an export or import starts
+    are nothing beside its run; the short lane keeps WORKER_POLL_DELAY (its start latency)."""
+    return s.worker_poll_delay if lane == lanes.SHORT else max(s.worker_poll_delay, LONG_POLL_DELAY)
+
+
 def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker:
     s = rt.settings
     lane.worker = Worker(
@@ -201,7 +210,7 @@ def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker
         redis_settings=RedisSettings.from_dsn(s.redis_url),
         keep_result=0,
         max_jobs=lane.slots,
-        poll_delay=s.worker_poll_delay,
+        poll_delay=poll_delay(s, lane.name),
         handle_signals=False,
         health_check_key=f"{s.queue_prefix}:arq-health:{reg.worker_id}:{lane.name}",
         ctx={"rt": rt, "registration": reg, "lane": lane},
