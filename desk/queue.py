@@ -131,14 +131,16 @@ return out
 """
 
 
-# KEYS: job ids; ARGV[1]: the queue. Removes each job not yet in progress (its queue entry and
-# job key); one arq already started is left to arq, which finishes it (it answers "stale").
+# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay. Takes each job not yet in
+# progress out of the queue; its job key stays only that long (not deleted: arq may have read
+# the id already and start it in a moment, and then it finds the job and answers "stale" instead
+# of logging an expired job). A job arq already started is left to arq.
 _DROP = """
 local n = 0
 for _, id in ipairs(KEYS) do
-  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 then
-    n = n + redis.call('ZREM', ARGV[1], id)
-    redis.call('DEL', 'arq:job:' .. id)
+  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 and redis.call('ZREM', ARGV[1], id) == 1 then
+    redis.call('PEXPIRE', 'arq:job:' .. id, ARGV[2])
+    n = n + 1
   end
 end
 return n
@@ -262,12 +264,14 @@ class Queue:
 
     async def drop_queued(self, lane: str, job_ids: list[str]) -> int:
         """Take jobs out of a lane's queue before arq starts them (their tasks were claimed by a
-        batch), in one round trip; returns how many were still queued. Best effort: a job left
-        behind is started by arq and answers "stale"."""
+        batch), in one round trip; returns how many were still queued. Their job keys expire
+        within about one lease. Best effort: a job left behind is started by arq and answers
+        "stale"."""
         if not job_ids:
             return 0
+        keep_ms = int(self.settings.lease_seconds * 1000)
         try:
-            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane)]))
+            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane), keep_ms]))
         except REDIS_ERRORS as exc:
             log.info("could not drop %d batch-claimed job(s): %s", len(job_ids), exc)
             return 0
