@@ -130,8 +130,13 @@ async def claim_long(
     return telemetry.claimed(_row(found))
 
 
+# A row a short-lane batch may take besides the delivered one: a reminder due now, or a plain
+# NOOP (no script) whose send is out. Scripted NOOPs (tests' failures, steps) run one per job.
+_BATCHABLE = "(kind = 'REMINDER' OR (kind = 'NOOP' AND filters = '{}'::jsonb))"
+
+
 @tracing.traced("taskdesk.claim")
-async def claim_reminders(
+async def claim_short(
     pg: Pg,
     task_id: int,
     run: int,
@@ -141,19 +146,21 @@ async def claim_reminders(
     lease: timedelta,
     limit: int,
 ) -> list[Row]:
-    """`claim` for a short-lane message, in one statement: when the delivered task is a REMINDER,
-    every other reminder due by `now` (up to `limit`, rows others hold are skipped) is taken with
-    it, so a burst fires in a few batches instead of one job each. Each row is fenced as by
-    `claim`: its own execution id (the delivered one `execution_id`, the others
-    `{execution_id}.{id}`), attempts+1, the lease. A paused short lane lends none of its rows
-    to a message sent before the pause."""
+    """`claim` for a short-lane message, in one statement: when the delivered task is a reminder
+    or a plain NOOP, the lane's other ready rows come with it (reminders due by `now`, plain NOOPs
+    already sent; up to `limit` in all, rows others hold are skipped), so a burst runs in a few
+    batches instead of one job each. Each row is fenced as by `claim`: its own execution id (the
+    delivered one `execution_id`, the others `{execution_id}.{id}`), attempts+1, the lease.
+    Cancelled rows are never taken, and a paused short lane lends none of its rows to a message
+    sent before the pause."""
     b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
     rows = await pg.write(
-        "WITH first AS (SELECT id, kind FROM background_task WHERE id = %(id)s AND run = %(run)s "
-        "  AND status = 'WAITING' AND NOT cancel_requested FOR UPDATE), "
-        "more AS (SELECT id FROM background_task WHERE status = 'WAITING' AND kind = 'REMINDER' "
+        "WITH first AS (SELECT id, kind, filters FROM background_task WHERE id = %(id)s "
+        "  AND run = %(run)s AND status = 'WAITING' AND NOT cancel_requested FOR UPDATE), "
+        "more AS (SELECT id FROM background_task WHERE status = 'WAITING' "
         "  AND run_at <= %(now)s AND NOT cancel_requested AND id <> %(id)s "
-        "  AND EXISTS (SELECT 1 FROM first WHERE kind = 'REMINDER') "
+        f"  AND {_BATCHABLE} AND (kind = 'REMINDER' OR dispatched_at IS NOT NULL) "
+        f"  AND EXISTS (SELECT 1 FROM first WHERE {_BATCHABLE}) "
         "  AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused) "
         "  ORDER BY run_at LIMIT %(lim)s FOR UPDATE SKIP LOCKED) "
         "UPDATE background_task b SET status = 'RUNNING', "
@@ -173,6 +180,11 @@ async def claim_reminders(
         },
     )
     return [telemetry.claimed(Row(**r)) for r in rows]
+
+
+def batchable(row: Row) -> bool:
+    """Whether a claimed row runs in a short-lane batch (see `_BATCHABLE`)."""
+    return row.kind == "REMINDER" or (row.kind == "NOOP" and not row.filters)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Worker-side ledger SQL beyond a single execution: a reminder batch's endings, the rescue of
+"""Worker-side ledger SQL beyond a single execution: a batch's endings (reminders, plain NOOPs), the rescue of
 rows whose lease ran out, an export's stored chunks, and pruning. Each runs on the caller's
 SQLAlchemy connection, inside the transaction that commits its side effects.
 """
@@ -14,7 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk import telemetry, tracing
+from desk.ledger_run import COLUMNS, Row
 from desk.models import BackgroundTask
+from desk.pg import Pg
 
 
 def _task(row: Any) -> BackgroundTask:
@@ -61,6 +63,33 @@ async def finish_many(
         },
     )
     return [telemetry.ended(_task(r)) for r in rows]
+
+
+@tracing.traced("taskdesk.finish")
+async def complete_many(
+    pg: Pg, claimed: list[tuple[int, str]], *, now: datetime, summary: str, summary_key: str
+) -> list[Row]:
+    """COMPLETED with one summary for many (task id, execution id), one autocommit statement;
+    only rows whose fence still holds change and are returned (a batch of plain NOOPs). A repeat
+    after a lost reply matches nothing: its rows are already COMPLETED."""
+    b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
+    found = await pg.write(
+        "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
+        " result_summary = %(summary)s, summary_key = %(skey)s, summary_params = '{}'::jsonb, "
+        " result_skipped = false, expires_at = NULL, result_bytes = NULL, finished_at = %(now)s, "
+        " lease_until = NULL, updated_at = %(now)s "
+        "FROM unnest(CAST(%(ids)s AS bigint[]), CAST(%(eids)s AS text[])) AS u(id, eid) "
+        "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' "
+        f"RETURNING {b_columns}",
+        {
+            "ids": [i for i, _ in claimed],
+            "eids": [e for _, e in claimed],
+            "now": now,
+            "summary": summary,
+            "skey": summary_key,
+        },
+    )
+    return [telemetry.ended(Row(**r)) for r in found]
 
 
 async def rescue(

@@ -131,6 +131,22 @@ return out
 """
 
 
+# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay. Takes each job not yet in
+# progress out of the queue; its job key stays only that long (not deleted: arq may have read
+# the id already and start it in a moment, and then it finds the job and answers "stale" instead
+# of logging an expired job). A job arq already started is left to arq.
+_DROP = """
+local n = 0
+for _, id in ipairs(KEYS) do
+  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 and redis.call('ZREM', ARGV[1], id) == 1 then
+    redis.call('PEXPIRE', 'arq:job:' .. id, ARGV[2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
 _PAYLOAD = (
     b'{"t":null,"f":"'
     + PROCESS_FUNCTION.encode()
@@ -149,6 +165,7 @@ class Queue:
         self.prefix = settings.queue_prefix
         self.name = queue_name(self.prefix)  # the short lane's queue (kept for older callers)
         self._send = redis.register_script(_SEND)
+        self._drop = redis.register_script(_DROP)
         self._token = secrets.token_hex(8)
 
     @classmethod
@@ -244,6 +261,20 @@ class Queue:
                 pipe.exists(in_progress_key_prefix + jid)
             marks = await pipe.execute()
         return list(zip(ids, (bool(m) for m in marks), strict=True))
+
+    async def drop_queued(self, lane: str, job_ids: list[str]) -> int:
+        """Take jobs out of a lane's queue before arq starts them (their tasks were claimed by a
+        batch), in one round trip; returns how many were still queued. Their job keys expire
+        within about one lease. Best effort: a job left behind is started by arq and answers
+        "stale"."""
+        if not job_ids:
+            return 0
+        keep_ms = int(self.settings.lease_seconds * 1000)
+        try:
+            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane), keep_ms]))
+        except REDIS_ERRORS as exc:
+            log.info("could not drop %d batch-claimed job(s): %s", len(job_ids), exc)
+            return 0
 
     async def purge(self, job_ids: list[str]) -> None:
         """Remove jobs and whatever arq keeps for them (queue entries, in-progress markers)."""

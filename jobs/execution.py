@@ -185,17 +185,18 @@ async def claim_task(
 
 
 async def claim_batch(rt: Runtime, task_id: int, run: int, *, limit: int) -> list[tuple[Row, str]]:
-    """Claim a short-lane message; a REMINDER brings every other reminder due now with it
-    (up to `limit` in all). One autocommit statement (a repeat after a lost reply finds the
-    rows RUNNING and claims nothing: they are rescued when their lease runs out)."""
+    """Claim a short-lane message; a reminder or a plain NOOP brings the lane's other ready rows
+    with it (up to `limit` in all, `ledger_run.claim_short`). One autocommit statement (a repeat
+    after a lost reply finds the rows RUNNING and claims nothing: they are rescued when their
+    lease runs out)."""
     lease = timedelta(seconds=rt.settings.lease_seconds)
     eid = uuid.uuid4().hex
     tasks = await retrying(
-        lambda: ledger_run.claim_reminders(
+        lambda: ledger_run.claim_short(
             rt.pg, task_id, run, eid, now=rt.clock(), lease=lease, limit=limit
         )
     )
-    # The delivered task first: a non-reminder is always alone.
+    # The delivered task first: a scripted NOOP is always alone.
     tasks.sort(key=lambda t: t.id != task_id)
     return [(t, t.execution_id or "") for t in tasks]
 

@@ -31,9 +31,9 @@ from redis.exceptions import RedisError
 
 from desk import events, lanes, logs, telemetry, tracing
 from desk.db import is_transient
-from desk.ledger_run import Row
+from desk.ledger_run import Row, batchable
 from desk.models import TaskKind
-from desk.queue import PROCESS_FUNCTION, dumps, loads
+from desk.queue import PROCESS_FUNCTION, dumps, job_id, loads
 from desk.runtime import Runtime
 from desk.settings import Settings
 from jobs import dispatcher, heartbeat, pruner, rescuer
@@ -45,12 +45,14 @@ from jobs.execution import (
     release_all,
     run_claimed,
 )
-from jobs.processors import registry, reminder
+from jobs.processors import noop, registry, reminder
 
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # per shutdown step after the grace period
-REMINDER_BATCH = 500  # reminders due together fired by one claim and one transaction
+REMINDER_BATCH = 500  # short-lane rows ready together, run by one claim (one slot)
+LONG_POLL_DELAY = 0.03
+BatchFinish = Callable[[Runtime, list[tuple[Row, str]]], Awaitable[object]]
 
 
 class Lane:
@@ -64,7 +66,7 @@ class Lane:
         self.team_max = rt.settings.long_team_max_running if name == lanes.LONG else None
         # execution id (a batch: its first) -> (task ids, their work); keyed by execution, as a
         # task rescued while a cut-off execution of it still winds down here may be claimed here
-        # again. A batch of reminders takes one slot.
+        # again. A batch (reminders, plain NOOPs) takes one slot.
         self.running: dict[str, tuple[list[int], asyncio.Task[str]]] = {}
         self.batched: dict[int, int] = {}  # task id -> run, claimed by a batch here
         self.claiming = 0
@@ -84,7 +86,8 @@ class Lane:
     async def take(self, task_id: int, run: int) -> str:
         """arq's job: claim the row and start the work detached from arq (its timeout, its
         in-progress marker), or leave the message queued when every slot is busy. In the short
-        lane a reminder's claim brings every reminder due now, fired as one batch in one slot."""
+        lane a reminder's or plain NOOP's claim brings the lane's other ready rows, run as one
+        batch in one slot."""
         if self.batched.get(task_id) == run:
             return "stale"  # taken by one of this worker's batches: no need to ask the database
         if self.stopping or len(self.running) + self.claiming >= self.slots:
@@ -104,9 +107,9 @@ class Lane:
             self._update()
             return "stale"
         task, execution_id = claimed[0]
-        if task.kind == TaskKind.REMINDER:
+        if batchable(task):
             self._remember(claimed)
-            work = asyncio.create_task(self._fire(claimed))
+            work = asyncio.create_task(self._batch(claimed))
         else:
             work = asyncio.create_task(self._work(task, execution_id))
         self.running[execution_id] = ([t.id for t, _ in claimed], work)
@@ -124,23 +127,47 @@ class Lane:
             self.batched.clear()  # only a shortcut: the claim drops stale messages anyway
         self.batched.update((t.id, t.run) for t, _ in claimed)
 
-    async def _fire(self, claimed: list[tuple[Row, str]]) -> str:
-        """A batch of reminders in one transaction; if that fails, each runs on its own (with
-        the usual retries), so one bad row cannot hold the others back."""
+    async def _batch(self, claimed: list[tuple[Row, str]]) -> str:
+        """Reminders and plain NOOPs claimed together, each kind finished in one transaction;
+        the other rows' jobs leave the queue meanwhile, so arq never starts them."""
         try:
-            await reminder.fire_many(self.rt, claimed)
-            return "done"
+            reminders = [c for c in claimed if c[0].kind == TaskKind.REMINDER]
+            noops = [c for c in claimed if c[0].kind != TaskKind.REMINDER]
+            results = await asyncio.gather(
+                self._drop_queued(claimed[1:]),
+                self._finish(reminders, reminder.fire_many),
+                self._finish(noops, noop.complete_many),
+            )
+            return "done" if all(results[1:]) else "done one by one"
         except asyncio.CancelledError:
             await release_all(self.rt, claimed)  # shutting down: hand them back at once
             raise
-        except Exception as exc:
-            log.warning("reminder batch of %d failed (%s); one by one", len(claimed), exc)
-            for task, execution_id in claimed:
-                await run_claimed(self.rt, self.processors, task, execution_id)
-            return "done one by one"
         finally:
             self.running.pop(claimed[0][1], None)
             self._update()
+
+    async def _finish(self, part: list[tuple[Row, str]], finish: BatchFinish) -> bool:
+        """One kind's share of a batch in one go; if that fails, each runs on its own (with the
+        usual retries), so one bad row cannot hold the others back. False: one by one."""
+        if not part:
+            return True
+        try:
+            await finish(self.rt, part)
+            return True
+        except Exception as exc:
+            log.warning("batch of %d %s failed (%s); one by one", len(part), part[0][0].kind, exc)
+            for task, execution_id in part:
+                await run_claimed(self.rt, self.processors, task, execution_id)
+            return False
+
+    async def _drop_queued(self, others: list[tuple[Row, str]]) -> int:
+        prefix = self.rt.settings.queue_prefix
+        ids = [job_id(prefix, t.id, t.run, t.sends) for t, _ in others if t.sends > 0]
+        try:
+            return await self.rt.queue.drop_queued(self.name, ids)
+        except Exception as exc:  # only a saving: a job left queued answers "stale"
+            log.warning("could not drop %d batch-claimed job(s): %s", len(ids), exc)
+            return 0
 
     async def _work(self, task: Row, execution_id: str) -> str:
         try:
@@ -166,6 +193,14 @@ async def process_task(ctx: dict[str, Any], msg: Any) -> str:
     return await lane.take(task_id, run)
 
 
+def poll_delay(s: Settings, lane: str) -> float:
+    """Seconds between arq's polls of a lane's queue. The long lane polls at most every
+    LONG_POLL_DELAY: each poll is a Redis round trip whether or not work waits (an idle worker
+    spends most of its CPU there), and a few more milliseconds before an export or import starts
+    are nothing beside its run; the short lane keeps WORKER_POLL_DELAY (its start latency)."""
+    return s.worker_poll_delay if lane == lanes.SHORT else max(s.worker_poll_delay, LONG_POLL_DELAY)
+
+
 def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker:
     s = rt.settings
     lane.worker = Worker(
@@ -175,7 +210,7 @@ def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker
         redis_settings=RedisSettings.from_dsn(s.redis_url),
         keep_result=0,
         max_jobs=lane.slots,
-        poll_delay=s.worker_poll_delay,
+        poll_delay=poll_delay(s, lane.name),
         handle_signals=False,
         health_check_key=f"{s.queue_prefix}:arq-health:{reg.worker_id}:{lane.name}",
         ctx={"rt": rt, "registration": reg, "lane": lane},

@@ -1,18 +1,37 @@
 """NOOP: a trivial task for benchmarks and tests. Its filters script its behaviour:
 `fail_times` (raise a retryable error on the first N attempts), `permanent` (fail at once),
-`steps` and `step_seconds` (report progress N times, pausing between)."""
+`steps` and `step_seconds` (report progress N times, pausing between). Plain NOOPs (no script)
+claimed together by a short-lane batch complete together: `complete_many`."""
 
 from __future__ import annotations
 
 import asyncio
 
-from desk import ledger_run
+from desk import ledger_run, ledger_upkeep
+from desk.db import retrying
+from desk.ledger_run import Row
+from desk.runtime import Runtime
 from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 
 
 class ScriptedFailure(RuntimeError):
     pass
+
+
+async def complete_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
+    """Complete a batch of plain NOOPs (task, execution id) in one fenced statement; returns the
+    ids this call completed (a row whose fence is gone is not touched)."""
+    done = await retrying(
+        lambda: ledger_upkeep.complete_many(
+            rt.pg,
+            [(t.id, eid) for t, eid in claimed],
+            now=rt.clock(),
+            summary="Done.",
+            summary_key="noop.done",
+        )
+    )
+    return {t.id for t in done}
 
 
 async def process(ex: Execution) -> None:
