@@ -129,7 +129,7 @@ class Runner:
         too_costly = cost_error(self._cost(prepared, operation, name, variables), budget)
         if too_costly is not None:
             return self._failed([too_costly], query, variables, context)
-        data = self._quick(prepared, operation, name, variables, context)
+        data = self._quick(prepared, operation, variables, context)
         if data is not None:
             return ExecutionResult(data=data)
         result = execute(
@@ -164,18 +164,33 @@ class Runner:
             prepared.costs[name] = cost
         return cost
 
+    def status_read(
+        self, query: str, variables: dict[str, Any] | None, operation_name: str | None
+    ) -> int | None:
+        """The task id when the operation to run is a valid status read (`schema.quick.plan`),
+        so the caller and the task can be read together; else None."""
+        prepared = self.prepare(query)
+        operation = prepared.operations.get(operation_name)
+        if operation is None or prepared.errors:
+            return None
+        found = self._plan(prepared, operation)
+        return None if found is None else quick.task_id(found, variables)
+
+    def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> quick.Plan | None:
+        name = operation.name.value if operation.name else None
+        if name not in prepared.quick:
+            prepared.quick[name] = quick.plan(self.schema._schema, operation)
+        return prepared.quick[name]
+
     def _quick(
         self,
         prepared: Prepared,
         operation: OperationDefinitionNode,
-        name: str | None,
         variables: dict[str, Any] | None,
         context: Any,
     ) -> dict[str, Any] | None:
         """The status read's answer without graphql-core's executor, if it is one."""
-        if name not in prepared.quick:
-            prepared.quick[name] = quick.plan(self.schema._schema, operation)
-        found = prepared.quick[name]
+        found = self._plan(prepared, operation)
         if found is None or not isinstance(context, Context):
             return None
         return quick.answer(found, variables, context)

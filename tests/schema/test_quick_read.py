@@ -10,7 +10,10 @@ from graphql import OperationDefinitionNode, parse
 from api.auth import Caller
 from desk import reads
 from schema import quick
+from schema.app import ALLOWED_OPERATIONS
 from schema.context import Context
+from schema.hardening import LIMIT_RULES
+from schema.lean import Runner
 from schema.root import build_schema
 from tests.schema.scene import make_scene
 
@@ -68,7 +71,8 @@ async def test_anything_else_goes_through_the_executor(rt, world) -> None:
         "mutation($id: ID!) { cancelTask(taskId: $id) { __typename } }",
     ]
     for query in refused:
-        assert quick.plan(schema, _operation(query)) is None, query
+        found = quick.plan(schema, _operation(query))
+        assert found is None or found.leaves is None, query  # no quick answer
     plan = quick.plan(schema, _operation("query($id: ID!) { task(id: $id) { id } }"))
     assert plan is not None
     anonymous = Context(rt=rt, request=None, request_id="t")
@@ -80,3 +84,48 @@ async def test_anything_else_goes_through_the_executor(rt, world) -> None:
     assert quick.answer(plan, {"id": "1"}, read) == {"task": None}
     for odd in (True, 1.0, None, ["1"]):
         assert quick.answer(plan, {"id": odd}, read) is None  # coercion's to refuse
+
+
+NEAR_MISSES = [
+    # two root fields, aliased
+    'query { a: task(id: "@ID@") { id } b: task(id: "@ID@") { id } }',
+    "query($id: ID!) { task(id: $id) { ...F } } fragment F on Task { id }",
+    "query($id: ID!) { task(id: $id) { ... on Task { id } } }",
+    "query($id: ID!) { task(id: $id) { id @include(if: true) } }",
+    "query($id: ID!) { task(id: $id) @include(if: true) { id } }",
+    "query($id: ID!) { task(id: $id) { id a: status @skip(if: false) } }",
+    "query($id: ID!, $x: Int) { task(id: $id) { id } }",
+    "query($id: String!) { task(id: $id) { id } }",
+    "query($id: ID) { task(id: $id) { id } }",
+    "query($id: ID!) { task(id: $id) { id } me { id } }",
+    "query($id: ID!) { __typename task(id: $id) { id } }",
+    "query($id: ID!) { task(id: $id) { id owner { id } } }",
+    "mutation($id: ID!) { cancelTask(taskId: $id) { __typename } }",
+]
+
+
+@pytest.mark.parametrize("query", NEAR_MISSES)
+async def test_near_misses_take_the_executor(rt, world, monkeypatch, query) -> None:
+    """Through the runner the endpoint uses: never a quick answer, and the executor's result."""
+    scene = await make_scene(rt, world)
+    task_id = scene.staff_export
+    query = query.replace("@ID@", str(task_id))
+    variables = {"id": str(task_id)} if "$id" in query else None
+    if "$id: String" in query:
+        variables = {"id": str(task_id)}
+    quick_answers: list[object] = []
+    real_answer = quick.answer
+
+    def spy(*args):
+        quick_answers.append(real_answer(*args))
+        return quick_answers[-1]
+
+    monkeypatch.setattr(quick, "answer", spy)
+    schema = build_schema()
+    runner = Runner(schema, LIMIT_RULES)
+    ctx = await _context(rt, world.staff, task_id)
+    got = await runner.run(query, variables, ctx, None, ALLOWED_OPERATIONS, 10_000)
+    assert all(a is None for a in quick_answers), "the executor answered"
+    plain = await schema.execute(query, variable_values=variables, context_value=ctx)
+    assert got.data == plain.data
+    assert [e.message for e in got.errors or ()] == [e.message for e in plain.errors or ()]
