@@ -10,10 +10,11 @@ when no `first` reads a variable, each operation's cost. Then graphql-core's `ex
 on the same schema with Strawberry's execution context, so types, resolvers and errors are
 Strawberry's own; except the plain status read, which `schema.quick` answers directly.
 
-Same guards, same order as the `schema.hardening` extensions (which stay on the schema for
-anybody calling `schema.execute`): the token limit on parsing, the operation type, the limit
-rules (and no introspection in production) on validation, the cost budget before any resolver;
-errors go through `DeskSchema.process_errors` (suggestions stripped in production, logged with
+The schema carries no Strawberry extensions: this runner is the only way taskdesk runs an
+operation (the endpoint, and the tests through tests/schema/run.py). Its guards, in order
+(`schema.hardening`): the token limit on parsing, the operation type, the limit rules (and no
+introspection in production) on validation, the cost budget before any resolver; errors go
+through `DeskSchema.process_errors` (suggestions stripped in production, logged with
 the request id). Production's masking of unexpected errors is the caller's (`schema.app` shows
 every error through `schema.errors.shown`).
 """

@@ -10,11 +10,9 @@ from graphql import OperationDefinitionNode, parse
 from api.auth import Caller
 from desk import reads
 from schema import quick
-from schema.app import ALLOWED_OPERATIONS
 from schema.context import Context
-from schema.hardening import LIMIT_RULES
-from schema.lean import Runner
 from schema.root import build_schema
+from tests.schema.run import run
 from tests.schema.scene import make_scene
 
 LEAVES = """query Status($id: ID!) { task(id: $id) {
@@ -40,7 +38,7 @@ async def _context(rt, user: int, task_id: int) -> Context:
 @pytest.mark.parametrize("who", ["admin", "staff", "customer", "outsider"])
 async def test_the_quick_answer_is_the_executors(api, rt, world, who) -> None:
     scene = await make_scene(rt, world)
-    schema = build_schema()
+    schema = build_schema()._schema
     user = getattr(world, who)
     for task_id in (scene.staff_export, scene.customer_export, scene.failed_export, scene.reminder):
         for query, variables in (
@@ -49,11 +47,11 @@ async def test_the_quick_answer_is_the_executors(api, rt, world, who) -> None:
             (ALIASED.replace("@ID@", str(task_id)), None),
         ):
             ctx = await _context(rt, user, task_id)
-            plan = quick.plan(schema._schema, _operation(query))
+            plan = quick.plan(schema, _operation(query))
             assert plan is not None
             quick_data = quick.answer(plan, variables, ctx)
             assert quick_data is not None
-            plain = await schema.execute(query, variable_values=variables, context_value=ctx)
+            plain = await run(query, variables, ctx, executor=True)
             assert plain.errors is None and quick_data == plain.data
             over_http = await api(query, variables, user=user)
             assert over_http == {"data": plain.data}
@@ -121,11 +119,9 @@ async def test_near_misses_take_the_executor(rt, world, monkeypatch, query) -> N
         return quick_answers[-1]
 
     monkeypatch.setattr(quick, "answer", spy)
-    schema = build_schema()
-    runner = Runner(schema, LIMIT_RULES)
     ctx = await _context(rt, world.staff, task_id)
-    got = await runner.run(query, variables, ctx, None, ALLOWED_OPERATIONS, 10_000)
+    got = await run(query, variables, ctx)
     assert all(a is None for a in quick_answers), "the executor answered"
-    plain = await schema.execute(query, variable_values=variables, context_value=ctx)
+    plain = await run(query, variables, ctx, executor=True)
     assert got.data == plain.data
     assert [e.message for e in got.errors or ()] == [e.message for e in plain.errors or ()]
