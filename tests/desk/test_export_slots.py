@@ -18,9 +18,11 @@ from jobs.processors import export, registry
 from tests.factories import add_ticket, bulk_tickets
 from tests.helpers import running_workers, wait_for
 
-_SLOTS = f"""SELECT count(*) FILTER (WHERE granted) AS held, count(*) FILTER (WHERE NOT granted)
-    AS waiting FROM pg_locks WHERE locktype = 'advisory' AND classid = {exports.SLOT_LOCK}
+_OURS = f"""locktype = 'advisory' AND classid = {exports.SLOT_LOCK}
     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+_SLOTS = f"""SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+    FROM pg_locks WHERE {_OURS}"""
+_QUEUED = f"SELECT objid FROM pg_locks WHERE {_OURS} AND NOT granted"
 
 
 async def _slots(settings) -> tuple[int, int]:
@@ -55,13 +57,22 @@ async def test_an_export_waits_while_every_slot_is_held_elsewhere(rt, settings, 
             lambda: _waiting(settings), timeout=30, what="the export waiting for a build slot"
         )
         assert not run.done() and await _chunks(rt, task.id) == 0, "no chunk built without a slot"
-        await other.execute("SELECT pg_advisory_unlock(%s, 0)", (exports.SLOT_LOCK,))
+        # Free the slot it queued on (the other stays held: it runs with one writer).
+        await other.execute(
+            "SELECT pg_advisory_unlock(%s, %s)", (exports.SLOT_LOCK, await _queued(settings))
+        )
         assert await asyncio.wait_for(run, 60) == "done"
     finally:
         await other.close()
     done = await tasks.get_task(rt, world.staff, task.id)
     assert done.progress_current == 10 and await _chunks(rt, task.id) == 3
     assert await _slots(settings) == (0, 0), "every slot is given back"
+
+
+async def _queued(settings) -> int:
+    """The slot a writer waits for."""
+    async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as c:
+        return int((await (await c.execute(_QUEUED)).fetchone())[0])  # type: ignore[index]
 
 
 async def _waiting(settings) -> bool:
