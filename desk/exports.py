@@ -3,13 +3,20 @@
 The CSV is produced by PostgreSQL itself: formula cells are neutralised, times formatted and
 cells quoted in SQL. The worker stores it chunk by chunk with `chunk_sql` (`INSERT … SELECT`, the
 bytes never leave the server); `copy_sql` is the same CSV through `COPY … TO STDOUT CSV`, the
-reference it must equal byte for byte (tests, and the benchmark's baseline).
+reference it must equal byte for byte (tests, and the benchmark's baseline). `build_slot` is
+the database-wide budget of chunk builds running at once (EXPORT_BUILD_SLOTS).
 """
 
 from __future__ import annotations
 
+import contextlib
+import random
 import re
+from collections.abc import AsyncIterator
 from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.filters import filter_sql, parse_filter
 from desk.messages import Message, message
@@ -124,6 +131,52 @@ def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
         "RETURNING octet_length(data) AS size) "
         "SELECT b.n, ins.size FROM b, ins"
     ), params
+
+
+# Build slots: advisory locks (SLOT_LOCK, slot number), one per chunk build, so every worker
+# process on every host sees the same budget of CSV builds at once (the CPU they use is the
+# database's). Session locks, since a writer's transaction spans its whole export.
+SLOT_LOCK = 7344
+
+
+def _try_slots(slots: int) -> sa.TextClause:
+    """The first free slot, taken; NULL if none is. CASE evaluates its branches in order and
+    stops at the first true one, so at most one lock is taken."""
+    tries = " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
+    return sa.text(f"SELECT CASE {tries} END")
+
+
+_WAIT_SLOT = sa.text(f"SELECT pg_advisory_lock({SLOT_LOCK}, :s)")
+_FREE_SLOT = sa.text(f"SELECT pg_advisory_unlock({SLOT_LOCK}, :s)")
+
+
+@contextlib.asynccontextmanager
+async def build_slot(conn: AsyncConnection, slots: int, *, wait: bool) -> AsyncIterator[bool]:
+    """Hold one of `slots` build slots on `conn` for the block (yields True), or yield False at
+    once when none is free and not `wait`. A waiter queues on one slot: PostgreSQL grants it
+    to the waiters in turn, so a writer that frees a slot and asks again cannot starve them."""
+    try:
+        got = (await conn.execute(_try_slots(slots))).scalar_one()
+        if got is None and not wait:
+            yield False
+            return
+        if got is None:
+            got = _queue_slot(slots)
+            await conn.execute(_WAIT_SLOT, {"s": got})
+        yield True
+        await conn.execute(_FREE_SLOT, {"s": got})
+    except BaseException:
+        # Whatever failed (the build, a cancel while waiting), the transaction may be aborted, so
+        # no unlock can run in it, and a session lock outlives a rollback: closing the
+        # connection ends its backend, which frees any slot it holds or was about to get.
+        await conn.invalidate()
+        raise
+
+
+def _queue_slot(slots: int) -> int:
+    """Which slot to wait for: any, so that waiters spread over the slots instead of all
+    queueing on slot 0 while another frees first."""
+    return random.randrange(slots)
 
 
 def summary(rows: int) -> Message:

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     export_max_active_per_user: int = Field(default=3, ge=1, le=1000)
     export_max_per_hour: int = Field(default=20, ge=1, le=100_000)
     export_max_rows: int = Field(default=2_000_000, ge=1)
+    # CSV chunk builds running at once across every worker on this database (each takes a
+    # database core while it runs): an export alone uses two, several exports take turns.
+    export_build_slots: int = Field(default=2, ge=1, le=64)
     export_retention_hours: float = Field(default=24.0, gt=0)
     task_retention_days: float = Field(default=30.0, gt=0)
 

@@ -18,26 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from functools import lru_cache
 from typing import Any
 
 from fastapi import APIRouter
-from graphql import GraphQLError, parse
-from graphql.language import (
-    FieldNode,
-    IntValueNode,
-    OperationDefinitionNode,
-    StringValueNode,
-    VariableNode,
-)
-from graphql.language import OperationType as OperationTypeNode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
-from desk import lookups
 from desk.settings import Env, Settings
 from schema.context import Identify, build_context
 from schema.errors import (
@@ -155,7 +144,7 @@ async def _post(
     query, variables, name = operation
     state = request.app.state
     try:
-        task_id = status_read(query, variables)
+        task_id = status_read(runner, query, variables, name)
         context = await build_context(state.runtime, request, rid, identify, task_id)
         budget = context.rt.settings.graphql_max_cost
         result = await runner.run(query, variables, context, name, ALLOWED_OPERATIONS, budget)
@@ -173,45 +162,13 @@ async def _post(
     return _answer(result.data, result.errors or [], rid, prod, state.settings)
 
 
-def status_read(query: str, variables: dict[str, Any] | None) -> int | None:
+def status_read(
+    runner: Runner, query: str, variables: dict[str, Any] | None, name: str | None
+) -> int | None:
     """The task id when the operation is only `task(id: …)` (the status read every open page
-    polls), else None: then the caller and the task are read in one statement, not two."""
-    if len(query) > STATUS_READ_MAX or "task" not in query:
-        return None
-    argument = _status_read_argument(query)
-    if argument is None:
-        return None
-    is_variable, value = argument
-    raw = (variables or {}).get(value) if is_variable else value
-    return lookups.parse_id(raw) if isinstance(raw, str | int) else None
-
-
-STATUS_READ_MAX = 2000  # a status read is one short query; longer documents are not looked at
-
-
-@lru_cache(maxsize=64)
-def _status_read_argument(query: str) -> tuple[bool, str] | None:
-    """For a document of one query whose one field is `task(id: …)`: (whether `id` is a
-    variable, its name or literal value). Cached: clients send the same few documents."""
-    try:
-        document = parse(query)
-    except GraphQLError:
-        return None  # Strawberry reports it
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1 or operations[0].operation is not OperationTypeNode.QUERY:
-        return None
-    fields = operations[0].selection_set.selections
-    if len(fields) != 1 or not isinstance(fields[0], FieldNode) or fields[0].name.value != "task":
-        return None
-    arguments = fields[0].arguments or ()
-    if len(arguments) != 1 or arguments[0].name.value != "id":
-        return None
-    value = arguments[0].value
-    if isinstance(value, VariableNode):
-        return True, value.name.value
-    if isinstance(value, StringValueNode | IntValueNode):
-        return False, value.value
-    return None
+    polls), else None: then the caller and the task are read in one statement, not two. The
+    shape is `schema.quick.plan`'s, on the runner's cached parse of the document."""
+    return runner.status_read(query, variables, name)
 
 
 def _unavailable(rid: str) -> Response:

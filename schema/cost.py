@@ -122,15 +122,6 @@ def _named(typ: Any) -> GraphQLNamedType:
     return typ  # type: ignore[no-any-return]
 
 
-def operation_cost(
-    schema: GraphQLSchema,
-    operation: OperationDefinitionNode,
-    fragments: dict[str, FragmentDefinitionNode],
-    variables: dict[str, Any] | None,
-) -> int:
-    return estimate_cost(schema, operation, fragments, variables)[0]
-
-
 def estimate_cost(
     schema: GraphQLSchema,
     operation: OperationDefinitionNode,

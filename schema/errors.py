@@ -18,7 +18,6 @@ import strawberry
 from graphql import GraphQLError, GraphQLSyntaxError
 from psycopg import errors as pgerr
 from sqlalchemy import exc as saexc
-from strawberry.extensions import MaskErrors
 from strawberry.scalars import JSON
 
 from desk import errors
@@ -238,14 +237,3 @@ def shown(error: GraphQLError, request_id: str, prod: bool) -> GraphQLError:
     if prod or is_driver_error(error.original_error):
         return masked(error, request_id)
     return error
-
-
-class MaskUnexpected(MaskErrors):
-    """Production: unexpected errors become a message quoting the request id (logged with the
-    full exception before masking); expected ones pass through."""
-
-    def __init__(self) -> None:
-        super().__init__(should_mask_error=lambda e: not is_expected(e))
-
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        return masked(error, getattr(self.execution_context.context, "request_id", "-"))

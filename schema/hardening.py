@@ -1,22 +1,16 @@
-"""The schema's guards and caches, as two Strawberry extensions.
+"""The GraphQL guards that `schema.lean.Runner` applies: the token limit on parsing
+(MAX_TOKENS), the validation rules beyond the standard (a field repeated too often, Strawberry's
+`QueryDepthLimiter` and `MaxAliasesLimiter` rules built by their own `create_validator`s, and in
+production no introspection), and the cost budget's error (GRAPHQL_MAX_COST, `schema.cost`).
 
-- `Hardening` applies, in one `on_operation` hook: the token limit of `MaxTokensLimiter`, the
-  rules of `QueryDepthLimiter` and `MaxAliasesLimiter` (built by Strawberry's own
-  `create_validator`s) and, in production, `DisableIntrospection`'s rule and the masking of
-  unexpected errors (`MaskUnexpected`); and, in its `on_execute` hook (after validation, with
-  the variables known), the cost budget of `schema.cost` (GRAPHQL_MAX_COST).
-- `Caches` is Strawberry's `ParserCache` and `ValidationCache` in one extension.
-
-Why not the seven stock extensions side by side: Strawberry wraps every hook of every extension
-in a fresh context manager on every request, which cost more than validating the status query
-itself (the hot `task(id)` read is polled by every open page). Two extensions with four hooks
-keep the same behaviour at a fraction of that. The rule classes are built once, here: the stock
-limiters build a new class per instance, which would make every ValidationCache lookup a miss.
+The rule classes are built once, here: the stock limiters build a new class per instance, which
+would make every cached validation a miss. The runner keeps parsed and validated documents per
+query text, at most CACHE_SIZE of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from graphql import (
     DocumentNode,
@@ -30,23 +24,14 @@ from graphql import (
 )
 from graphql.validation import ASTValidationRule, NoSchemaIntrospectionCustomRule
 from graphql.validation.validate import ValidationAbortedError
-from strawberry.extensions import (
-    ParserCache,
-    SchemaExtension,
-    ValidationCache,
-    max_aliases,
-    query_depth_limiter,
-)
-from strawberry.types import ExecutionContext
+from strawberry.extensions import max_aliases, query_depth_limiter
 
-from schema.cost import operation_cost
-from schema.errors import QUERY_TOO_COSTLY, MaskUnexpected
+from schema.errors import QUERY_TOO_COSTLY
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
 MAX_TOKENS = 2000
 MAX_REPEATS = 10  # one response name asked for at most this often in one selection set
-DEFAULT_MAX_COST = 10_000  # GRAPHQL_MAX_COST, for a context without settings
 CACHE_SIZE = 256  # distinct query texts kept parsed and validated
 
 
@@ -110,49 +95,6 @@ LIMIT_RULES: tuple[type[ASTValidationRule], ...] = (
 PROD_RULES: tuple[type[ASTValidationRule], ...] = (*LIMIT_RULES, NoSchemaIntrospectionCustomRule)
 
 
-class Hardening(SchemaExtension):
-    """Limits for everybody; no introspection and masked unexpected errors in production."""
-
-    rules = LIMIT_RULES
-    mask = False
-
-    def on_operation(self) -> Iterator[None]:
-        context = self.execution_context
-        context.parse_options["max_tokens"] = MAX_TOKENS
-        context.validation_rules = (*context.validation_rules, *self.rules)
-        yield
-        result = context.result
-        if self.mask and result is not None and getattr(result, "errors", None):
-            masker = MaskUnexpected()
-            masker.execution_context = context
-            masker._process_result(result)
-
-    def on_execute(self) -> Iterator[None]:
-        """After validation, before any resolver: refuse an operation over the cost budget (it
-        needs the variables, so it cannot be a cached validation rule)."""
-        context = self.execution_context
-        document = context.graphql_document
-        if document is not None:
-            check_cost(context, document.definitions)
-        yield
-
-
-def check_cost(context: ExecutionContext, definitions: Sequence[object]) -> None:
-    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
-    name = context.operation_name
-    chosen = next((o for o in operations if o.name and o.name.value == name), None)
-    operation = chosen or (operations[0] if len(operations) == 1 else None)
-    if operation is None:
-        return
-    fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
-    settings = getattr(getattr(context.context, "rt", None), "settings", None)
-    budget = getattr(settings, "graphql_max_cost", DEFAULT_MAX_COST)
-    cost = operation_cost(context.schema._schema, operation, fragments, context.variables)
-    error = cost_error(cost, budget)
-    if error is not None:
-        raise error
-
-
 def cost_error(cost: int, budget: int) -> GraphQLError | None:
     """QUERY_TOO_COSTLY when `cost` is over `budget` (GRAPHQL_MAX_COST), else None."""
     if cost <= budget:
@@ -163,16 +105,3 @@ def cost_error(cost: int, budget: int) -> GraphQLError | None:
         "size): ask for fewer items, fields or aliases.",
         extensions={"code": QUERY_TOO_COSTLY, "cost": cost, "budget": budget},
     )
-
-
-class ProdHardening(Hardening):
-    rules = PROD_RULES
-    mask = True
-
-
-class Caches(ParserCache, ValidationCache):
-    """Parsed and validated documents, kept per query text (bounded LRU, shared process-wide)."""
-
-    def __init__(self) -> None:
-        ParserCache.__init__(self, maxsize=CACHE_SIZE)
-        ValidationCache.__init__(self, maxsize=CACHE_SIZE)

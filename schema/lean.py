@@ -10,10 +10,11 @@ when no `first` reads a variable, each operation's cost. Then graphql-core's `ex
 on the same schema with Strawberry's execution context, so types, resolvers and errors are
 Strawberry's own; except the plain status read, which `schema.quick` answers directly.
 
-Same guards, same order as the `schema.hardening` extensions (which stay on the schema for
-anybody calling `schema.execute`): the token limit on parsing, the operation type, the limit
-rules (and no introspection in production) on validation, the cost budget before any resolver;
-errors go through `DeskSchema.process_errors` (suggestions stripped in production, logged with
+The schema carries no Strawberry extensions: this runner is the only way taskdesk runs an
+operation (the endpoint, and the tests through tests/schema/run.py). Its guards, in order
+(`schema.hardening`): the token limit on parsing, the operation type, the limit rules (and no
+introspection in production) on validation, the cost budget before any resolver; errors go
+through `DeskSchema.process_errors` (suggestions stripped in production, logged with
 the request id). Production's masking of unexpected errors is the caller's (`schema.app` shows
 every error through `schema.errors.shown`).
 """
@@ -129,7 +130,7 @@ class Runner:
         too_costly = cost_error(self._cost(prepared, operation, name, variables), budget)
         if too_costly is not None:
             return self._failed([too_costly], query, variables, context)
-        data = self._quick(prepared, operation, name, variables, context)
+        data = self._quick(prepared, operation, variables, context)
         if data is not None:
             return ExecutionResult(data=data)
         result = execute(
@@ -164,18 +165,33 @@ class Runner:
             prepared.costs[name] = cost
         return cost
 
+    def status_read(
+        self, query: str, variables: dict[str, Any] | None, operation_name: str | None
+    ) -> int | None:
+        """The task id when the operation to run is a valid status read (`schema.quick.plan`),
+        so the caller and the task can be read together; else None."""
+        prepared = self.prepare(query)
+        operation = prepared.operations.get(operation_name)
+        if operation is None or prepared.errors:
+            return None
+        found = self._plan(prepared, operation)
+        return None if found is None else quick.task_id(found, variables)
+
+    def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> quick.Plan | None:
+        name = operation.name.value if operation.name else None
+        if name not in prepared.quick:
+            prepared.quick[name] = quick.plan(self.schema._schema, operation)
+        return prepared.quick[name]
+
     def _quick(
         self,
         prepared: Prepared,
         operation: OperationDefinitionNode,
-        name: str | None,
         variables: dict[str, Any] | None,
         context: Any,
     ) -> dict[str, Any] | None:
         """The status read's answer without graphql-core's executor, if it is one."""
-        if name not in prepared.quick:
-            prepared.quick[name] = quick.plan(self.schema._schema, operation)
-        found = prepared.quick[name]
+        found = self._plan(prepared, operation)
         if found is None or not isinstance(context, Context):
             return None
         return quick.answer(found, variables, context)

@@ -1,14 +1,16 @@
-"""The status read (`task(id)` asking only for the task's own values) answered without
-graphql-core's executor, from the task read together with the caller (`schema.app.status_read`).
+"""The one detector of the status read (`task(id)`), and its answer without graphql-core's
+executor for the task's own values, from the task read together with the caller.
 
 Why: every open page polls it; after parsing, validation and the cost were cached
 (`schema.lean`), graphql-core's execution of ten leaf fields was still ~40 % of the GraphQL
 work of the read (profiled: a coroutine, an awaitable completion and a resolve-info per field).
 
-What qualifies, decided once per document (`plan`): one query operation, whose one root field
-is `task` with the one argument `id` (a literal, or a variable declared `ID`/`ID!` and the
-operation's only one), selecting only `__typename` and fields of `Task` that have no resolver,
-no arguments and a scalar or enum type; no fragments, no directives. Each value is what
+What is a status read, decided once per parsed document (`plan`, cached by `schema.lean`): a
+query operation without directives whose one root field is `task` (no directives) with the one
+argument `id`: a literal, or a variable declared `ID`/`ID!` and the operation's only one. Then
+`schema.app` reads the caller and the task in one statement (`task_id`). It is answered here
+when it also selects only `__typename` and fields of `Task` that have no resolver, no
+arguments and a scalar or enum type, with no fragments and no directives (`Plan.leaves`). Each value is what
 Strawberry's resolver for that field returns, serialised by the field's own GraphQL type, as
 graphql-core's leaf completion does. Anything else — the anonymous, a value that will not
 serialise, a null where the schema says non-null, a task not read with the caller — returns
@@ -58,11 +60,12 @@ class Plan:
     key: str  # the root field's response key
     variable: str | None  # the variable naming the id, or None for a literal
     literal: str | None
-    leaves: tuple[Leaf, ...]
+    leaves: tuple[Leaf, ...] | None  # None: a status read, but one for the executor to answer
 
 
 def plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Plan | None:
-    """How to answer `operation` directly, or None when it is not a plain status read."""
+    """The status read `operation` is (and how to answer it directly, if it can be), or None
+    when it is not one."""
     if operation.operation is not OperationType.QUERY or operation.directives:
         return None
     root = operation.selection_set.selections
@@ -84,10 +87,7 @@ def plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Plan | No
         literal = value.value
     else:
         return None
-    leaves = _leaves(schema, node)
-    if leaves is None:
-        return None
-    return Plan(_key(node), variable, literal, leaves)
+    return Plan(_key(node), variable, literal, _leaves(schema, node))
 
 
 def _only_id_variable(operation: OperationDefinitionNode, name: str) -> bool:
@@ -130,20 +130,23 @@ def _key(node: FieldNode) -> str:
     return node.alias.value if node.alias else node.name.value
 
 
+def task_id(found: Plan, variables: dict[str, Any] | None) -> int | None:
+    """The id the status read asks for, or None when its value is not one (coercion then
+    reports it, or finds no task)."""
+    if found.variable is None:
+        return lookups.parse_id(found.literal)
+    raw = (variables or {}).get(found.variable)
+    if type(raw) is int:  # GraphQL's ID takes an integer as its decimal text (no bool)
+        raw = str(raw)
+    return lookups.parse_id(raw) if isinstance(raw, str) else None
+
+
 def answer(found: Plan, variables: dict[str, Any] | None, ctx: Context) -> dict[str, Any] | None:
     """The `data` of the status read, or None: then run it the usual way."""
-    if ctx.caller is None:
+    if ctx.caller is None or found.leaves is None:
         return None
-    if found.variable is not None:
-        raw = (variables or {}).get(found.variable)
-        if type(raw) is int:  # GraphQL's ID takes an integer as its decimal text (no bool)
-            raw = str(raw)
-        if not isinstance(raw, str):
-            return None
-    else:
-        raw = found.literal
-    task_id = lookups.parse_id(raw)
-    hit = ctx.tasks_read.get(task_id) if task_id is not None else None
+    wanted = task_id(found, variables)
+    hit = ctx.tasks_read.get(wanted) if wanted is not None else None
     if hit is None:
         return None
     if hit.task is None:  # missing, or not the caller's to see: the same null

@@ -1,6 +1,7 @@
-"""The assembled schema: Query and Mutation from the per-domain modules, the guards and caches of
-`schema.hardening`, and in production no field suggestions either. `schema.graphql` at the
-repository root is `build_schema().as_str()` (the same in every environment)."""
+"""The assembled schema: Query and Mutation from the per-domain modules, and in production no
+field suggestions. It is run only through `schema.lean.Runner`, which applies the guards of
+`schema.hardening` (Strawberry's `schema.execute` would run without them). `schema.graphql` at
+the repository root is `build_schema().as_str()` (the same in every environment)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from schema.errors import log_errors
-from schema.hardening import Caches, Hardening, ProdHardening
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
 from schema.tasks import TaskMutation, TaskQuery
@@ -51,6 +51,5 @@ def build_schema(prod: bool = False) -> DeskSchema:
     return DeskSchema(
         query=Query,
         mutation=Mutation,
-        extensions=[ProdHardening if prod else Hardening, Caches],
         config=StrawberryConfig(disable_field_suggestions=prod),
     )

@@ -2,10 +2,13 @@
 
 The matching tickets are split into id ranges of `ROWS_PER_CHUNK` rows; each range becomes one
 chunk by one `INSERT … SELECT` (desk.exports.chunk_sql), so the CSV bytes never travel to the
-worker and back, and no Python runs per row. `WRITERS` connections store ranges at the same
+worker and back, and no Python runs per row. Up to `WRITERS` connections store ranges at the same
 time, all in one REPEATABLE READ snapshot (exported by the first), so the file shows the
-tickets as they were at one instant, exactly as one `COPY` would. Chunks are keyed by execution
-id; only the execution that wins the fenced finish keeps them. The worker holds no CSV in memory.
+tickets as they were at one instant, exactly as one `COPY` would. Each chunk is built holding
+one of EXPORT_BUILD_SLOTS slots shared by every worker through the database
+(desk.exports.build_slot): an export alone gets two writers, exports together take turns.
+Chunks are keyed by execution id; only the execution that wins the fenced finish keeps them.
+The worker holds no CSV in memory.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import asyncio
 import contextlib
 import re
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,27 +30,7 @@ from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 
 ROWS_PER_CHUNK = 8000  # ~1.1 MB of CSV with typical titles
-WRITERS = 2  # this machine's cores: both work while the worker's event loop stays free
-# Exports running in this process now. Building CSV in PostgreSQL takes a whole core per
-# writer: an export alone gets two writers, but several exports take turns, one chunk at a
-# time, so they never hold both cores while reminders wait (bench reminder-burst: 98 ms
-# before, 279 ms with two writers each).
-_running = 0
-_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _turn() -> contextlib.AbstractAsyncContextManager[object]:
-    """This process's one chunk build at a time while several exports run (a lock per event
-    loop: tests run each in its own)."""
-    if _running <= 1:
-        return contextlib.nullcontext()
-    loop = asyncio.get_running_loop()
-    lock = _turns.get(loop)
-    if lock is None:
-        lock = _turns[loop] = asyncio.Lock()
-    return lock
+WRITERS = 2  # at most: a second writer only while a second build slot is free
 
 
 PROGRESS_SECONDS = 0.5
@@ -101,16 +83,24 @@ async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[i
     return total, list(zip([0, *ends], [*ends, 2**63 - 1], strict=True))
 
 
-async def _store(run: _Run, conn: AsyncConnection) -> None:
-    """Store ranges until none is left (several of these share `run.ranges`)."""
+async def _store(run: _Run, conn: AsyncConnection, *, lead: bool = True) -> None:
+    """Store ranges until none is left (several of these share `run.ranges`). Each chunk is
+    built holding one of the database-wide build slots: the lead writer waits for one, a helper
+    stops as soon as none is free (the lead then stores the rest)."""
     ex = run.ex
     sql, params = exports.chunk_sql(ex.task)
     params |= {"x_task": ex.task_id, "x_exec": ex.execution_id}
-    for seq, (lo, hi) in run.ranges:
+    slots = ex.rt.settings.export_build_slots
+    while True:
         ex.raise_if_stopped()
-        head = exports.HEADER if seq == 0 else b""
-        got = params | {"x_seq": seq, "x_lo": lo, "x_hi": hi, "x_head": head}
-        async with _turn():
+        # The slot first, then the range: a helper that steps back has taken no range.
+        async with exports.build_slot(conn, slots, wait=lead) as held:
+            item = next(run.ranges, None) if held else None
+            if item is None:
+                return  # all stored, or (a helper) every slot is taken by other builds
+            seq, (lo, hi) = item
+            head = exports.HEADER if seq == 0 else b""
+            got = params | {"x_seq": seq, "x_lo": lo, "x_hi": hi, "x_head": head}
             n, size = (await conn.execute(sa.text(sql), got)).one()
         run.rows += n
         run.size += size
@@ -126,7 +116,7 @@ async def _helper(run: _Run, conn: AsyncConnection, snapshot: str) -> None:
     await conn.execute(_REPEATABLE_READ)
     await conn.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
     await conn.execute(_ASYNC_COMMIT)
-    await _store(run, conn)
+    await _store(run, conn, lead=False)
 
 
 async def _export(ex: Execution) -> tuple[int, int]:
@@ -137,7 +127,7 @@ async def _export(ex: Execution) -> tuple[int, int]:
         total, ranges = await _plan(ex, lead)
         await ex.progress(0, total, f"0 / {total:,} rows")
         run = _Run(ex, total, enumerate(ranges), next_report=time.monotonic() + PROGRESS_SECONDS)
-        helpers = min(WRITERS if _running <= 1 else 1, len(ranges)) - 1
+        helpers = min(WRITERS, ex.rt.settings.export_build_slots, len(ranges)) - 1
         snapshot = ""
         if helpers:
             snapshot = (await lead.execute(sa.text("SELECT pg_export_snapshot()"))).scalar_one()
@@ -170,13 +160,8 @@ async def _all_or_none(work: list[Any]) -> None:
 
 
 async def process(ex: Execution) -> None:
-    global _running
     await _check_member(ex)
-    _running += 1
-    try:
-        rows, size = await _export(ex)
-    finally:
-        _running -= 1
+    rows, size = await _export(ex)
     ex.raise_if_stopped()
     rt = ex.rt
     now = rt.clock()

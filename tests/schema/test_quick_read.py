@@ -12,6 +12,7 @@ from desk import reads
 from schema import quick
 from schema.context import Context
 from schema.root import build_schema
+from tests.schema.run import run
 from tests.schema.scene import make_scene
 
 LEAVES = """query Status($id: ID!) { task(id: $id) {
@@ -37,7 +38,7 @@ async def _context(rt, user: int, task_id: int) -> Context:
 @pytest.mark.parametrize("who", ["admin", "staff", "customer", "outsider"])
 async def test_the_quick_answer_is_the_executors(api, rt, world, who) -> None:
     scene = await make_scene(rt, world)
-    schema = build_schema()
+    schema = build_schema()._schema
     user = getattr(world, who)
     for task_id in (scene.staff_export, scene.customer_export, scene.failed_export, scene.reminder):
         for query, variables in (
@@ -46,11 +47,11 @@ async def test_the_quick_answer_is_the_executors(api, rt, world, who) -> None:
             (ALIASED.replace("@ID@", str(task_id)), None),
         ):
             ctx = await _context(rt, user, task_id)
-            plan = quick.plan(schema._schema, _operation(query))
+            plan = quick.plan(schema, _operation(query))
             assert plan is not None
             quick_data = quick.answer(plan, variables, ctx)
             assert quick_data is not None
-            plain = await schema.execute(query, variable_values=variables, context_value=ctx)
+            plain = await run(query, variables, ctx, executor=True)
             assert plain.errors is None and quick_data == plain.data
             over_http = await api(query, variables, user=user)
             assert over_http == {"data": plain.data}
@@ -68,7 +69,8 @@ async def test_anything_else_goes_through_the_executor(rt, world) -> None:
         "mutation($id: ID!) { cancelTask(taskId: $id) { __typename } }",
     ]
     for query in refused:
-        assert quick.plan(schema, _operation(query)) is None, query
+        found = quick.plan(schema, _operation(query))
+        assert found is None or found.leaves is None, query  # no quick answer
     plan = quick.plan(schema, _operation("query($id: ID!) { task(id: $id) { id } }"))
     assert plan is not None
     anonymous = Context(rt=rt, request=None, request_id="t")
@@ -80,3 +82,46 @@ async def test_anything_else_goes_through_the_executor(rt, world) -> None:
     assert quick.answer(plan, {"id": "1"}, read) == {"task": None}
     for odd in (True, 1.0, None, ["1"]):
         assert quick.answer(plan, {"id": odd}, read) is None  # coercion's to refuse
+
+
+NEAR_MISSES = [
+    # two root fields, aliased
+    'query { a: task(id: "@ID@") { id } b: task(id: "@ID@") { id } }',
+    "query($id: ID!) { task(id: $id) { ...F } } fragment F on Task { id }",
+    "query($id: ID!) { task(id: $id) { ... on Task { id } } }",
+    "query($id: ID!) { task(id: $id) { id @include(if: true) } }",
+    "query($id: ID!) { task(id: $id) @include(if: true) { id } }",
+    "query($id: ID!) { task(id: $id) { id a: status @skip(if: false) } }",
+    "query($id: ID!, $x: Int) { task(id: $id) { id } }",
+    "query($id: String!) { task(id: $id) { id } }",
+    "query($id: ID) { task(id: $id) { id } }",
+    "query($id: ID!) { task(id: $id) { id } me { id } }",
+    "query($id: ID!) { __typename task(id: $id) { id } }",
+    "query($id: ID!) { task(id: $id) { id owner { id } } }",
+    "mutation($id: ID!) { cancelTask(taskId: $id) { __typename } }",
+]
+
+
+@pytest.mark.parametrize("query", NEAR_MISSES)
+async def test_near_misses_take_the_executor(rt, world, monkeypatch, query) -> None:
+    """Through the runner the endpoint uses: never a quick answer, and the executor's result."""
+    scene = await make_scene(rt, world)
+    task_id = scene.staff_export
+    query = query.replace("@ID@", str(task_id))
+    variables = {"id": str(task_id)} if "$id" in query else None
+    if "$id: String" in query:
+        variables = {"id": str(task_id)}
+    quick_answers: list[object] = []
+    real_answer = quick.answer
+
+    def spy(*args):
+        quick_answers.append(real_answer(*args))
+        return quick_answers[-1]
+
+    monkeypatch.setattr(quick, "answer", spy)
+    ctx = await _context(rt, world.staff, task_id)
+    got = await run(query, variables, ctx)
+    assert all(a is None for a in quick_answers), "the executor answered"
+    plain = await run(query, variables, ctx, executor=True)
+    assert got.data == plain.data
+    assert [e.message for e in got.errors or ()] == [e.message for e in plain.errors or ()]

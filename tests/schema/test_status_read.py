@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from desk import tasks, users
-from schema.app import status_read
+from schema.app import ALLOWED_OPERATIONS, status_read
+from schema.hardening import LIMIT_RULES
+from schema.lean import Runner
+from schema.root import build_schema
 from tests.desk.test_reads import counting
 
 STATUS = "query($id: ID!) { task(id: $id) { id status statusLabel downloadUrl } }"
@@ -51,11 +54,23 @@ async def test_every_way_of_asking_gives_the_same_answer(api, rt, world) -> None
 
 
 def test_only_a_bare_task_query_is_a_status_read() -> None:
-    assert status_read(STATUS, {"id": "42"}) == 42
-    assert status_read('{ task(id: "7") { id } }', None) == 7
-    assert status_read("{ task(id: 7) { id } }", None) == 7
-    assert status_read(WITH_MORE, {"id": "42"}) is None
-    assert status_read(STATUS, {"id": "x"}) is None
-    assert status_read(STATUS, {"id": None}) is None
-    assert status_read("mutation($id: ID!) { task(id: $id) { id } }", {"id": "1"}) is None
-    assert status_read("{ task(id: ", None) is None  # not even a document: Strawberry says so
+    runner = Runner(build_schema(), LIMIT_RULES)
+
+    def read(query, variables, name=None):
+        return status_read(runner, query, variables, name)
+
+    assert read(STATUS, {"id": "42"}) == 42
+    assert read(STATUS, {"id": 42}) == 42
+    assert read('{ task(id: "7") { id } }', None) == 7
+    assert read("{ task(id: 7) { id } }", None) == 7
+    assert read("{ task(id: 7) { id owner { id } } }", None) == 7  # answered by the executor
+    assert read(WITH_MORE, {"id": "42"}) is None
+    assert read(STATUS, {"id": "x"}) is None
+    assert read(STATUS, {"id": None}) is None
+    assert read(STATUS, {"id": True}) is None
+    assert read("mutation($id: ID!) { task(id: $id) { id } }", {"id": "1"}) is None
+    assert read("{ task(id: ", None) is None  # not even a document: the runner says so
+    assert read("{ task(id: 7) { nope } }", None) is None  # invalid: the runner says so
+    two = f"query A {{ me {{ id }} }} {STATUS.replace('query(', 'query B(')}"
+    assert read(two, {"id": "5"}, "B") == 5 and read(two, {"id": "5"}, "A") is None
+    assert ALLOWED_OPERATIONS  # the runner the endpoint uses is built the same way

@@ -13,7 +13,7 @@ from desk import ops, reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from schema.context import Context
-from schema.root import build_schema
+from tests.schema.run import run
 from tests.schema.scene import make_scene
 
 TASK = """query($id: ID!) { task(id: $id) {
@@ -133,19 +133,13 @@ async def test_hot_read_agrees_with_the_ordinary_read(api, rt, world, who) -> No
     """task(id) over HTTP and run in-process (no web app around it) give the same answers;
     desk.reads against desk.tasks.get_task is tests/desk/test_reads.py."""
     scene = await make_scene(rt, world)
-    schema = build_schema()
     user = getattr(world, who)
     for task_id in (scene.staff_export, scene.customer_export, scene.failed_export, scene.reminder):
         fast = await api(TASK, {"id": task_id}, user=user)
-        plain = await schema.execute(
+        plain = await run(
             TASK,
-            variable_values={"id": str(task_id)},
-            context_value=Context(
-                rt=rt,
-                request=None,
-                request_id="t",
-                caller=Caller(user, "cookie"),
-            ),
+            {"id": str(task_id)},
+            Context(rt=rt, request=None, request_id="t", caller=Caller(user, "cookie")),
         )
         assert plain.errors is None
         assert fast["data"] == plain.data
