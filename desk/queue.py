@@ -51,7 +51,15 @@ REDIS_ERRORS = (RedisError, OSError, TimeoutError)
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return json.dumps(obj, separators=(",", ":"), default=_plain).encode()
+
+
+def _plain(obj: Any) -> Any:
+    """arq also serializes its own results, e.g. `JobExecutionFailed("job expired")` for a job
+    whose key is gone (a batch or the janitor took it): an error as its text, not a traceback."""
+    if isinstance(obj, BaseException):
+        return f"{type(obj).__name__}: {obj}"
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
 def loads(data: bytes) -> Any:

@@ -127,6 +127,7 @@ class Lane:
             self.batched.clear()  # only a shortcut: the claim drops stale messages anyway
         self.batched.update((t.id, t.run) for t, _ in claimed)
 
+    @tracing.traced("taskdesk.run")
     async def _batch(self, claimed: list[tuple[Row, str]]) -> str:
         """Reminders and plain NOOPs claimed together, each kind finished in one transaction;
         the other rows' jobs leave the queue meanwhile, so arq never starts them."""

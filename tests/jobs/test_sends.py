@@ -4,6 +4,7 @@ sweep is one Redis round trip, and a Redis that lost its data is noticed at the 
 
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
@@ -122,3 +123,17 @@ async def test_tasks_show_says_what_redis_holds(rt, world, clock):
     await dispatcher.run_once(rt)
     row = await _row(rt, task.id)
     assert (await rt.queue.describe(task.id, 1, row.sends, "short")).startswith("deferred until")
+
+
+def test_arq_s_own_error_results_serialize_as_text_and_nothing_else_slips_through():
+    """arq serializes `JobExecutionFailed("job expired")` with our serializer when a batch or
+    the janitor took a job it had already listed: text, not a traceback in the worker log."""
+    from arq.worker import JobExecutionFailed
+
+    from desk.queue import dumps, loads
+
+    assert loads(dumps({"r": JobExecutionFailed("job expired")})) == {
+        "r": "JobExecutionFailed: job expired"
+    }
+    with pytest.raises(TypeError):
+        dumps({"r": object()})
