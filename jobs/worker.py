@@ -127,8 +127,11 @@ class Lane:
             self.batched.clear()  # only a shortcut: the claim drops stale messages anyway
         self.batched.update((t.id, t.run) for t, _ in claimed)
 
-    @tracing.traced("taskdesk.run")
     async def _batch(self, claimed: list[tuple[Row, str]]) -> str:
+        with tracing.span("taskdesk.run"):  # as a single task's run: the finish nests under it
+            return await self._batch_run(claimed)
+
+    async def _batch_run(self, claimed: list[tuple[Row, str]]) -> str:
         """Reminders and plain NOOPs claimed together, each kind finished in one transaction;
         the other rows' jobs leave the queue meanwhile, so arq never starts them."""
         try:
