@@ -150,16 +150,29 @@ async def _accept_export(
         got = await intake.accept_at_once(
             conn, new, quota, now=now, dispatched=dispatched, assignee_id=assignee
         )
-        if got.task is not None:
-            return got.task, True
-        intake.refuse(got, quota, now, assignee)
-        # Read after COMMIT: the task that held the scope when the statement ran.
-        existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
-        if existing is not None:
-            raise TaskConflict(existing)
-        # Nothing in the scope when the statement looked, yet the unique index refused: a
-        # task became active by another path (a retry) meanwhile. Look again.
+        # A conflict is read after COMMIT: the task that held the scope when the statement ran.
+        if task := await _settle(conn, got, quota, now, assignee):
+            return task, True
     raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
+
+
+async def _settle(
+    conn: PgConnection,
+    got: intake.Outcome,
+    quota: intake.Quota,
+    now: datetime,
+    assignee: int | None,
+) -> BackgroundTask | None:
+    """The accept's findings as the same answers as ever, in order: the new task, or the
+    refusal raised; None: nothing held the scope when the statement looked, yet the unique
+    index refused (a task became active by another path, a retry, meanwhile): look again."""
+    if got.task is not None:
+        return got.task
+    intake.refuse(got, quota, now, assignee)
+    existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
+    if existing is not None:
+        raise TaskConflict(existing)
+    return None
 
 
 async def _accept_with_key(
@@ -182,12 +195,8 @@ async def _accept_with_key(
                 conn, new, quota, now=now, dispatched=_dispatch_now(rt, new.run_at),
                 assignee_id=assignee,
             )  # fmt: skip
-            if got.task is not None:
-                return got.task, True
-            intake.refuse(got, quota, now, assignee)
-            existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
-            if existing is not None:
-                raise TaskConflict(existing)
+            if task := await _settle(conn, got, quota, now, assignee):
+                return task, True
     raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
 
 
