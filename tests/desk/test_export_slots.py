@@ -109,26 +109,38 @@ def test_build_slots_setting_is_validated(slots):
 
 
 async def test_two_worker_processes_share_one_budget(rt, settings, world, tmp_path):
-    """One slot, two workers of one long slot each (so one export per worker): the builds take
-    turns across the processes, never two slots held at once, and an export is seen waiting
-    for the slot, which within one such worker cannot happen: the other process held it."""
+    """One slot, two workers of one long slot each (so one export per worker). While another
+    session holds the slot, both workers' exports queue for it in PostgreSQL (two processes
+    waiting on one database-wide budget); once it is free, the builds take turns across the
+    processes, never two slots held at once, and both exports complete."""
     rt.clock = utcnow
-    await bulk_tickets(rt, world.team, world.customer, 150_000)
+    await bulk_tickets(rt, world.team, world.customer, 50_000)
     env = {"export_build_slots": 1, "worker_long_slots": 1}
-    with running_workers(settings, tmp_path, count=2, **env):
-        first = await tasks.create_export(rt, world.staff, world.team, {})
-        second = await tasks.create_export(rt, world.staff, world.team, {"q": "a"})
-        ids = (first.id, second.id)
-        most_held, waited = 0, False
-        deadline = time.monotonic() + 120
-        while not await _all_completed(rt, ids):
-            assert time.monotonic() < deadline, "both exports completed within 120 s"
-            held, waiting = await _slots(settings)
-            most_held, waited = max(most_held, held), waited or waiting > 0
-            await asyncio.sleep(0.005)
-    assert most_held == 1, "one build slot for both worker processes"
-    assert waited, "one worker's export waited for the slot the other worker held"
+    other = await _hold(settings, range(1))
+    try:
+        with running_workers(settings, tmp_path, count=2, **env):
+            first = await tasks.create_export(rt, world.staff, world.team, {})
+            second = await tasks.create_export(rt, world.staff, world.team, {"q": "a"})
+            await wait_for(
+                lambda: _waiting_at_least(settings, 2),
+                timeout=120,
+                what="both workers' exports waiting for the one build slot",
+            )
+            await other.execute("SELECT pg_advisory_unlock(%s, 0)", (exports.SLOT_LOCK,))
+            most_held = 0
+            deadline = time.monotonic() + 120
+            while not await _all_completed(rt, (first.id, second.id)):
+                assert time.monotonic() < deadline, "both exports completed within 120 s"
+                most_held = max(most_held, (await _slots(settings))[0])
+                await asyncio.sleep(0.005)
+    finally:
+        await other.close()
+    assert most_held <= 1, "one build slot for both worker processes"
     assert await _slots(settings) == (0, 0)
+
+
+async def _waiting_at_least(settings, n: int) -> bool:
+    return (await _slots(settings))[1] >= n
 
 
 async def _all_completed(rt, ids) -> bool:
