@@ -1,0 +1,50 @@
+"""desk.queue's Redis pool hands out a connection without waiting a loop turn, and still never
+one holding an unread reply (redis-py's own check then reconnects it)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from desk.queue import _may_have_data
+from desk.runtime import Runtime
+from tests.helpers import wait_for
+
+
+async def test_a_clean_connection_is_handed_out_without_a_loop_turn(rt: Runtime) -> None:
+    pool = rt.redis.connection_pool
+    await rt.redis.ping()  # one connection made and back in the pool
+    conn = await pool.get_connection()
+    assert not _may_have_data(conn)
+    await pool.release(conn)
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    counter = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)
+    before = turns
+    conn = await pool.get_connection()
+    after = turns
+    counter.cancel()
+    await pool.release(conn)
+    assert after == before  # redis-py's zero-timeout read waited one iteration here
+
+
+async def test_a_connection_with_an_unread_reply_is_not_reused_as_it_is(rt: Runtime) -> None:
+    pool = rt.redis.connection_pool
+    await rt.redis.ping()
+    conn = await pool.get_connection()
+    await conn.send_command("ECHO", "stale")  # a reply nobody reads
+
+    async def reply_arrived() -> bool:  # in the socket, or already read into the stream
+        return _may_have_data(conn)
+
+    await wait_for(reply_arrived, what="the unread ECHO reply to arrive")
+    await pool.release(conn)
+    # The next command gets its own answer, not the stale one.
+    assert await rt.redis.echo("fresh") == b"fresh"
+    assert await rt.redis.echo("again") == b"again"
