@@ -1,8 +1,9 @@
 """The web application: `create_app()` builds it, its lifespan opens and closes the Runtime.
 
 Nothing is created at import time. Routers are mounted in one place (MOUNTS, below). Failures
-leave through api/errors.py (domain errors as 4xx, a database outage as 503), request bodies are
-capped while read (api/limits.py) and every answer gets the security headers (api/headers.py).
+leave through api/errors.py (domain errors as 4xx, a database outage as 503); one edge layer
+(api/edge.py) bounds the requests in flight, caps request bodies while read, puts the security
+headers and the request id on every answer and logs it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 
 from api import errors
-from api.headers import SecurityHeaders
-from api.limits import BodyLimit
-from api.observe import Observe
-from api.overload import Overload
+from api.edge import Edge
 from desk import logs, tracing
 from desk.runtime import Runtime
 from desk.settings import ConfigError, Env, Settings, load_settings
@@ -164,11 +162,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
-    # Outermost last: headers go on every answer, the body cap on every read.
-    app.add_middleware(FastFragments)  # innermost: the polled fragments without the router
-    app.add_middleware(BodyLimit, settings=settings)
-    app.add_middleware(SecurityHeaders, prod=prod)
-    app.add_middleware(Observe)  # request id and duration of every request served
-    app.add_middleware(Overload, settings=settings)  # outermost: a refusal costs next to nothing
+    # One layer for what every request gets (api/edge.py): the in-flight bound, request id, log
+    # line and metric, body cap, security headers; and the polled fragments' short way (ui.fast).
+    app.add_middleware(Edge, settings=settings, prod=prod, short=FastFragments())
     mount(app, settings)
     return app

@@ -6,11 +6,12 @@ GraphiQL (`GET /graphql`, outside production only, and its files under /static/g
 the one page with inline style, so it gets a policy of its own that still forbids framing and
 allows nothing off-site (it must work on a network without internet); production serves
 neither it nor the API docs, so every production answer gets the pages' strict policy.
+
+api/edge.py puts them on every answer (built once per policy); the in-flight refusal
+(api/overload.py) carries COMMON with a policy of its own.
 """
 
 from __future__ import annotations
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PAGES_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -42,34 +43,8 @@ COMMON = [
 HSTS = (b"strict-transport-security", b"max-age=31536000")
 
 
-class SecurityHeaders:
-    def __init__(self, app: ASGIApp, *, prod: bool) -> None:
-        self.app = app
-        self.prod = prod
-        # Built once: every answer gets one of these three lists (no encoding per request).
-        self._extra = {
-            csp: [*COMMON, (b"content-security-policy", csp.encode())] + ([HSTS] if prod else [])
-            for csp in (PAGES_CSP, GRAPHIQL_CSP, API_DOCS_CSP)
-        }  # HSTS: prod is served over HTTPS (its cookies are Secure)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        # Production serves neither GraphiQL nor the API docs: no answer there needs inline code.
-        extra = self._extra[PAGES_CSP if self.prod else _policy(scope["path"])]
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                added = [(k, v) for k, v in extra if k not in present]
-                message["headers"] = [*message.get("headers", []), *added]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-def _policy(path: str) -> str:
+def policy(path: str) -> str:
+    """The policy an answer to `path` gets outside production (production: PAGES_CSP)."""
     if path == "/graphql" or path.startswith(GRAPHIQL_FILES):
         return GRAPHIQL_CSP
     return API_DOCS_CSP if path in API_DOCS else PAGES_CSP

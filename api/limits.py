@@ -1,6 +1,6 @@
 """A cap on every request body, counted while it is read — with a Content-Length or chunked.
 
-`BodyLimit` wraps the ASGI `receive` channel: each chunk is counted before the application
+api/edge.py wraps the ASGI `receive` channel: each chunk is counted before the application
 sees it, and the chunk that crosses the route's limit raises `BodyTooLarge` instead of being
 delivered — so nothing beyond the limit is buffered, parsed or spooled to disk, and the rest of
 the body is never pulled from the client (the answer says `Connection: close`, so the server
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from desk.errors import DeskError
 from desk.settings import Settings
@@ -60,43 +60,8 @@ def route_limit(settings: Settings, path: str) -> tuple[int, int, str]:
     return settings.form_max_bytes, settings.form_max_bytes, "A form"
 
 
-class BodyLimit:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        allowed, named, what = route_limit(self.settings, scope["path"])
-        declared = _declared_length(scope)
-        seen, cut = 0, False
-
-        async def counted() -> Message:
-            nonlocal seen, cut
-            if declared is not None and declared > allowed:
-                cut = True
-                raise BodyTooLarge(named, what)
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > allowed:
-                    cut = True
-                    raise BodyTooLarge(named, what)
-            return message
-
-        async def closing(message: Message) -> None:
-            # A body cut off is unread on the socket: `Connection: close` makes the server drop
-            # the connection after the answer instead of reading (and discarding) the rest.
-            if cut and message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
-            await send(message)
-
-        await self.app(scope, counted, closing)
-
-
-def _declared_length(scope: Scope) -> int | None:
+def declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length, None when absent or not a plain number."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             return int(value) if value.isdigit() and len(value) < 20 else None

@@ -6,7 +6,7 @@ themselves), `/graphql` the GraphQL error shape with `extensions.code = "OVERLOA
 the bound, a busy process takes every request and serves all of them slowly (issue 11: status
 reads p50 29 s); with it, the ones it takes stay fast and the others learn at once to come back.
 
-It is the outermost middleware: a refusal skips the request log, tracing and the rest of the
+It is the first thing api/edge.py does: a refusal skips the request log, tracing and the rest of the
 stack (under a flood of clients that do not back off, refusals are most of the work; they are
 counted in `taskdesk_http_overloaded_total` instead). Requests that must answer under load pass
 without counting: `/health` (liveness), `/metrics` and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import json
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope, Send
 
 from api.headers import COMMON
-from desk import telemetry
-from desk.settings import Settings
 
 # schema.errors.OVERLOADED, not imported: api.app must stay cheap to import (no GraphQL).
 OVERLOADED = "OVERLOADED"
@@ -69,41 +67,3 @@ async def refuse(scope: Scope, send: Send) -> None:
     ]
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class Overload:
-    """Pure ASGI (no BaseHTTPMiddleware: it would cost a task and a queue per request)."""
-
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
-        self.max_in_flight = settings.web_max_in_flight
-        self.in_flight = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        self._stamp_arrival(scope)
-        path = scope.get("path", "")
-        if exempt(path):
-            await self.app(scope, receive, send)
-            return
-        if self.in_flight >= self.max_in_flight:
-            telemetry.overloaded("graphql" if path == "/graphql" else "page")
-            await refuse(scope, send)
-            return
-        # No await between the check and the increment: one event loop, so no race.
-        self.in_flight += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.in_flight -= 1
-
-    @staticmethod
-    def _stamp_arrival(scope: Scope) -> None:
-        state = scope.setdefault("state", {})
-        if "arrived_at" in state:
-            return
-        rt = getattr(getattr(scope.get("app"), "state", None), "runtime", None)
-        if rt is not None:  # None only before the lifespan opened the runtime
-            state["arrived_at"] = rt.clock()

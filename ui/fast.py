@@ -2,34 +2,48 @@
 
 Most of a busy web process's requests are these two, and FastAPI's routing and dependency
 solving cost more than their one SQL statement and the row's rendering (bench/README.md,
-"Reads (issue 11)"). `FastFragments` sits inside the middlewares (overload bound, request id,
-security headers, body cap all apply as before) and in front of the router: it parses the path,
-the query and the session by hand and calls the same viewer and endpoint functions the routes
-call, so the answer is the same one.
+"Reads (issue 11)"). The edge layer (api/edge.py) asks `FastFragments` first, after the in-flight
+bound, the request id and the body cap, and adds the security headers to its answer: it parses
+the path, the query and the session by hand and calls the same viewer, desk and render
+functions the routes call, so the answer is the same one.
 
 Only the plain, successful case is taken. Any parameter it does not accept exactly as the route
-would, no session, a task not found, any error at all: it steps aside and the request goes the
-ordinary way, through the router, which gives every refusal its usual answer (400 texts, 303 to
-sign in, 404 bytes identical for a missing and a hidden task). Nothing has been sent by then.
+would, no session, a task not found or finished, any error at all: it steps aside (None) and the
+request goes the ordinary way, through the router, which gives every refusal its usual answer
+(400 texts, 303 to sign in, 404 bytes identical for a missing and a hidden task). Nothing has
+been sent by then.
+
+An unfinished row, the polled answer, is `Raw`: the bytes and headers `ui.render.fragment` gives
+it, without a starlette Request or Response around them.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi.routing import APIRoute
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import HTTPConnection, Request
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope
 
 from ui.params import Declined
 
 ROW_PATH = re.compile(r"/tasks/([1-9][0-9]{0,17})")
 WATCH, ROW = "/watch", "/tasks/{task_id}"
 
-__all__ = ["Declined", "FastFragments", "row_params", "watch_params"]
+__all__ = ["Declined", "FastFragments", "Raw", "row_params", "watch_params"]
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An answer as bytes: `headers` are the app's own (none of the security headers, no
+    X-Request-ID: the edge adds those)."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -71,16 +85,22 @@ def _candidate(scope: Scope) -> bool:
 
 
 class FastFragments:
-    """Pure ASGI, the innermost middleware: the polled fragments without the router."""
+    """The short way: `await short(scope, receive)` is its answer, or None for the router."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self) -> None:
         self._routes: dict[str, BaseRoute] | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if _candidate(scope) and await self._answer(scope, receive, send):
-            return
-        await self.app(scope, receive, send)
+    async def __call__(self, scope: Scope, receive: Receive) -> Any:
+        if not _candidate(scope):
+            return None
+        state = dict(scope.get("state", {}))
+        try:
+            return await self._respond(scope, receive)
+        except Exception:  # the router answers it: its errors, its pages
+            scope["state"] = state
+            scope.pop("path_params", None)
+            scope.pop("route", None)
+            return None
 
     def _route(self, path: str) -> BaseRoute:
         """The route the router would have matched: the request log and metrics name it."""
@@ -95,22 +115,9 @@ class FastFragments:
             }
         return self._routes[path]
 
-    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """True when answered; False (and the scope as it came) when the router should."""
-        state = dict(scope.get("state", {}))
-        try:
-            response = await self._respond(scope, receive)
-        except Exception:  # the router answers it: its errors, its pages
-            scope["state"] = state
-            scope.pop("path_params", None)
-            scope.pop("route", None)
-            return False
-        await response(scope, receive, send)
-        return True
-
-    async def _respond(self, scope: Scope, receive: Receive) -> Response:
-        from ui import tasks_routes, watch
-        from ui.viewer import bell_viewer, fragment_viewer
+    async def _respond(self, scope: Scope, receive: Receive) -> Any:
+        from ui import watch
+        from ui.viewer import bell_viewer
 
         rt = scope["app"].state.runtime
         path = scope["path"]
@@ -126,6 +133,32 @@ class FastFragments:
         since = row_params(scope)
         scope["route"] = self._route(ROW)
         scope["path_params"] = {"task_id": found.group(1)}
-        request = Request(scope, receive)
-        v = await fragment_viewer(request, rt)
-        return await tasks_routes.task_row(request, int(found.group(1)), rt, v, since)
+        return await _row(rt, scope, found.group(1), since)
+
+
+async def _row(rt: Any, scope: Scope, raw_id: str, since: float | None) -> Raw:
+    """An unfinished row, as the route's htmx answer (`ui.tasks_routes.task_row`) gives it:
+    the session, its user and the task in one statement (`desk.reads.viewer`), the row from the
+    render cache. Whatever else the route would answer (a finished row's trigger, a sign-in,
+    a 404) is Declined."""
+    from api.auth import session_secret
+    from desk import inputs, reads
+    from ui import i18n, render, task_lists
+    from ui.viewer import zone
+
+    task_id = inputs.optional_id(raw_id)
+    secret = session_secret(rt, HTTPConnection(scope))
+    if task_id is None or not secret:
+        raise Declined
+    # The row shows no team: unlike the route's viewer, no team list is read with the session.
+    seen = await reads.viewer(rt.pg, secret, rt.clock(), task_id=task_id)
+    if seen is None or seen.task is None or seen.task.task is None:
+        raise Declined
+    person = seen.person
+    row = await task_lists.row(rt, person.id, task_id, since, found=seen.task)
+    if not row.active:
+        raise Declined
+    accept = _header(scope, b"accept-language")
+    locale = i18n.pick(person.locale, accept.decode("latin-1") if accept is not None else None)
+    body, headers = render.fragment_raw(render.row_fragment(locale, row, zone(person.timezone)))
+    return Raw(200, headers, body)

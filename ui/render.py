@@ -137,6 +137,21 @@ def fragment(html: str, status: int = 200) -> HTMLResponse:
     return response
 
 
+# What `fragment` answers with besides the length, as starlette writes them (its own order).
+_FRAGMENT_HEADERS = [
+    (b"content-type", b"text/html; charset=utf-8"),
+    (b"vary", b"HX-Request"),
+    (b"cache-control", b"no-store"),
+]
+
+
+def fragment_raw(html: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """`fragment(html)`'s body and headers without building a Response (the polled row's short
+    way, ui.fast); tests/ui/test_fast_fragments.py holds the two to the same bytes."""
+    body = html.encode("utf-8")
+    return body, [(b"content-length", str(len(body)).encode()), *_FRAGMENT_HEADERS]
+
+
 def fragment_or_page(
     request: Request, name: str, context: Mapping[str, Any], block: str, **kw: Any
 ) -> HTMLResponse:

@@ -96,11 +96,24 @@ class TaskView:
         return TONE.get(self.label, "muted")
 
 
+# Every poll of an export's row describes its filters again; the words are a function of the
+# filters alone, so they are worked out once per distinct filters (repr: JSON values, typed).
+_DESCRIBED: dict[str, str] = {}
+MAX_DESCRIBED = 4096
+
+
 def describe_export(raw: dict[str, object]) -> str:
-    try:
-        return filters.parse_filter(raw).describe()
-    except ValidationProblem:
-        return "Tickets (filters no longer valid)"
+    key = repr(raw)
+    text = _DESCRIBED.get(key)
+    if text is None:
+        try:
+            text = filters.parse_filter(raw).describe()
+        except ValidationProblem:
+            text = "Tickets (filters no longer valid)"
+        if len(_DESCRIBED) >= MAX_DESCRIBED:
+            _DESCRIBED.clear()  # bounded; refilled by the rows still polled
+        _DESCRIBED[key] = text
+    return text
 
 
 # An ETA from the first moments extrapolates start-up costs (parsing, counting) over the whole

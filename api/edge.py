@@ -1,0 +1,255 @@
+"""The one ASGI layer at the edge: everything every HTTP request gets, in one pass (issue 11).
+
+For each HTTP request, in this order (lifespan, websockets and other scopes pass straight by):
+1. its arrival time, `state["arrived_at"]`, from the runtime's injected clock;
+2. the in-flight bound (api/overload.py): beyond WEB_MAX_IN_FLIGHT, 503 + Retry-After before
+   any other work, without a log line; /health, /metrics and /static/ never count;
+3. its request id (api/observe.py), bound for logging and sent back in `X-Request-ID`;
+4. the body cap (api/limits.py), counted while the body is read;
+5. the security headers (api/headers.py) on the answer;
+6. the polled fragments' short way (ui.fast), tried before the router;
+7. its duration metric and its log line, by route template (api/observe.py).
+
+Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
+this one applies them with a single send wrapper instead of one per layer, with what every
+answer gets built once (the header lists, the histogram's labelled children). Answers are the
+ones the separate layers gave, byte for byte and in their headers' order (tests/api/test_edge.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from random import getrandbits
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api import headers as sec
+from api import limits, observe, overload
+from desk import logs, telemetry, tracing
+from desk.settings import Settings
+from ui.fast import Raw
+
+log = logging.getLogger("taskdesk.http")
+REQUEST_ID = b"x-request-id"
+# The short way: (scope, receive) -> its answer (a `Raw` or an ASGI app), or None: declined.
+Short = Callable[[Scope, Receive], Awaitable[Any]]
+
+
+def new_request_id() -> str:
+    # 12 hex digits, as secrets.token_hex(6) gave: an id names a request in the logs and guards
+    # nothing, so it needs no system entropy (a syscall) per request.
+    return f"{getrandbits(48):012x}"
+
+
+def request_id_from(scope: Scope) -> str:
+    """The caller's `X-Request-ID` when it is sane (observe.SANE_ID), else a new one."""
+    for name, value in scope["headers"]:
+        if name == REQUEST_ID:
+            text = value.decode("latin-1")
+            return str(text) if observe.SANE_ID.fullmatch(text) else new_request_id()
+    return new_request_id()
+
+
+class Edge:
+    """Pure ASGI (no BaseHTTPMiddleware: it would cost a task and a queue per request)."""
+
+    def __init__(
+        self, app: ASGIApp, *, settings: Settings, prod: bool, short: Short | None = None
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.prod = prod
+        self.short = short
+        self.max_in_flight = settings.web_max_in_flight
+        self.in_flight = 0
+        hsts = [sec.HSTS] if prod else []  # prod is served over HTTPS (its cookies are Secure)
+        self.extra = {
+            csp: [*sec.COMMON, (b"content-security-policy", csp.encode()), *hsts]
+            for csp in (sec.PAGES_CSP, sec.GRAPHIQL_CSP, sec.API_DOCS_CSP)
+        }
+        self.extra_names = frozenset(name for extra in self.extra.values() for name, _ in extra)
+        self._timers: dict[tuple[str, str, int], Any] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        if "arrived_at" not in state:
+            rt = getattr(getattr(scope.get("app"), "state", None), "runtime", None)
+            if rt is not None:  # None only before the lifespan opened the runtime
+                state["arrived_at"] = rt.clock()
+        path = scope["path"]
+        if overload.exempt(path):
+            await self._serve(scope, receive, send, state)
+            return
+        if self.in_flight >= self.max_in_flight:
+            telemetry.overloaded("graphql" if path == "/graphql" else "page")
+            await overload.refuse(scope, send)
+            return
+        # No await between the check and the increment: one event loop, so no race.
+        self.in_flight += 1
+        try:
+            await self._serve(scope, receive, send, state)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, state: Any) -> None:
+        rid = request_id_from(scope)
+        state["request_id"] = rid
+        token = logs.bind(request_id=rid)
+        # Production serves neither GraphiQL nor the API docs: no answer there needs inline code.
+        extra = self.extra[sec.PAGES_CSP if self.prod else sec.policy(scope["path"])]
+        x = Exchange(self, scope, receive, send, extra, (REQUEST_ID, rid.encode()))
+        began = time.perf_counter()
+        try:
+            if tracing.enabled():
+                await self._traced(x)
+            else:
+                await self._dispatch(x)
+        finally:
+            seconds = time.perf_counter() - began
+            route = observe.route_template(scope)
+            self._timed(scope["method"], route, x.status, seconds)
+            log.info(
+                "%s %s %s %.1f ms",
+                scope["method"],
+                scope["path"],
+                x.status,
+                seconds * 1000,
+                extra={"event": "http", "route": route},
+            )
+            logs.reset(token)
+
+    async def _dispatch(self, x: Exchange) -> None:
+        """The short way's answer when it gives one, else the app's."""
+        if self.short is not None:
+            got = await self.short(x.scope, x.receive)
+            if got is not None:
+                await x.answer(got)
+                return
+        await self.app(x.scope, x.receive, x.send)
+
+    async def _traced(self, x: Exchange) -> None:
+        method = x.scope["method"]
+        with tracing.server_span(method, _header(x.scope, b"traceparent")) as span:
+            await self._dispatch(x)
+            if span is not None:
+                span.update_name(f"HTTP {method} {observe.route_template(x.scope)}")
+                span.set_attribute("http.response.status_code", x.status)
+
+    def _timed(self, method: str, route: str, status: int, seconds: float) -> None:
+        # The labelled child once per (method, route, status): `labels()` validates and locks.
+        key = (method, route, status)
+        timer = self._timers.get(key)
+        if timer is None:
+            timer = self._timers[key] = telemetry.HTTP_DURATION.labels(method, route, str(status))
+        timer.observe(seconds)
+
+
+class Exchange:
+    """One request's receive and send as the edge sees them: the body counted against its cap,
+    the answer's status kept for the log, its headers completed once."""
+
+    __slots__ = (
+        "allowed",
+        "cut",
+        "declared",
+        "edge",
+        "extra",
+        "inner_receive",
+        "inner_send",
+        "named",
+        "rid",
+        "scope",
+        "seen",
+        "status",
+        "what",
+    )
+
+    def __init__(
+        self,
+        edge: Edge,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        extra: list[tuple[bytes, bytes]],
+        rid: tuple[bytes, bytes],
+    ) -> None:
+        self.edge, self.scope, self.inner_receive, self.inner_send = edge, scope, receive, send
+        self.extra, self.rid = extra, rid
+        self.status = 500  # what an exception escaping the app becomes
+        self.cut = False
+        self.allowed = -1  # the route's limit, looked up at the first read (most GETs: never)
+        self.named, self.what, self.seen = 0, "", 0
+        self.declared: int | None = None
+
+    async def receive(self) -> Message:
+        if self.allowed < 0:
+            self.allowed, self.named, self.what = limits.route_limit(
+                self.edge.settings, self.scope["path"]
+            )
+            self.declared = limits.declared_length(self.scope)
+        if self.declared is not None and self.declared > self.allowed:
+            self.cut = True
+            raise limits.BodyTooLarge(self.named, self.what)
+        message = await self.inner_receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            if self.seen > self.allowed:
+                self.cut = True
+                raise limits.BodyTooLarge(self.named, self.what)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            message["headers"] = self._headers(message.get("headers", []))
+        await self.inner_send(message)
+
+    def _headers(self, given: Any) -> list[tuple[bytes, bytes]]:
+        """The app's headers (without an X-Request-ID of its own: GraphQL sets the same one),
+        `Connection: close` after a cut body, the security headers it did not set, our id."""
+        out = []
+        clash = False
+        names = self.edge.extra_names
+        for header in given:
+            name = header[0].lower()
+            if name == REQUEST_ID:
+                continue
+            clash = clash or name in names
+            out.append(header)
+        if self.cut:
+            # A body cut off is unread on the socket: `Connection: close` makes the server drop
+            # the connection after the answer instead of reading (and discarding) the rest.
+            out.append((b"connection", b"close"))
+        if clash:
+            present = {header[0].lower() for header in out}
+            out += [(k, v) for k, v in self.extra if k not in present]
+        else:
+            out += self.extra
+        out.append(self.rid)
+        return out
+
+    async def answer(self, got: Any) -> None:
+        """Send the short way's answer: a `Raw` one as it is, anything else (a starlette
+        Response) as the app's answers go, through `send`."""
+        if isinstance(got, Raw):
+            self.status = got.status
+            headers = [*got.headers, *self.extra, self.rid]  # Raw's own: none of these names
+            await self.inner_send(
+                {"type": "http.response.start", "status": got.status, "headers": headers}
+            )
+            await self.inner_send({"type": "http.response.body", "body": got.body})
+            return
+        await got(self.scope, self.receive, self.send)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
