@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from bench import env
-from bench.b_http import SERVED, SERVED_SETTINGS, TRIGGER_CONNECTIONS, _trigger_script, staff_people
-from bench.web import BASELINE, serve, session_cookie, wrk
+from bench.b_http import TRIGGER_CONNECTIONS, _trigger_script, staff_people
+from bench.web import BASELINE, OURS, serve, session_cookie, wrk
 from desk.runtime import Runtime
 from desk.settings import Settings
 from taskdesk import migrate
@@ -26,7 +26,7 @@ def cpu_seconds(pid: int) -> float:
 
 def main() -> None:
     seconds = float(sys.argv[1])
-    app = BASELINE if sys.argv[2:] == ["floor"] else SERVED
+    app = BASELINE if sys.argv[2:] == ["floor"] else OURS
     servers = env.open_servers()
     db = "taskdesk_bench_run_cpu_" + Path.cwd().name.replace("-", "_")
     try:
@@ -50,7 +50,7 @@ def measure(settings: Settings, seconds: float, app: str, db: str) -> None:
 
     team, people = asyncio.run(prepare())
     cookies = [session_cookie(settings, u) for u in people]
-    web_env = env.worker_env(settings, **(SERVED_SETTINGS if app == SERVED else {}))
+    web_env = env.worker_env(settings)
     with serve(app, web_env, Path(tempfile.gettempdir()) / f"cpu-{db}.log") as web:
         wrk(web.url + "/graphql", _trigger_script(team, cookies, "warm"), TRIGGER_CONNECTIONS, 2)
         before = cpu_seconds(web.pid)

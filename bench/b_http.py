@@ -32,10 +32,6 @@ from desk.runtime import Runtime
 
 STATUS_CONNECTIONS = 32
 TRIGGER_CONNECTIONS = 16
-# The trigger runs the app as `taskdesk serve` does (api.app.create_served_app: the process's
-# collector settings), logging warnings and up as the bench's uvicorn flags say.
-SERVED = "api.app:create_served_app"
-SERVED_SETTINGS = {"log_level": "WARNING"}
 TASK_QUERY = (
     "query Status($id: ID!) { task(id: $id) { id status statusLabel progress progressMessage "
     "resultSummary finishedAt downloadUrl } }"
@@ -214,9 +210,8 @@ async def _trigger_turn(
 
 
 async def trigger(ctx: Ctx) -> list[Row]:
-    """Ours (as served: `SERVED`) against the floor (bench/baseline_app.py `POST /graphql`: the
-    accept's bare minimum), the same wrk script and connections, taking turns in alternating
-    order."""
+    """Ours against the floor (bench/baseline_app.py `POST /graphql`: the accept's bare minimum),
+    the same wrk script and connections, taking turns in alternating order."""
     p = ctx.people
     assert p is not None
     settings = ctx.settings("trigger")
@@ -228,10 +223,8 @@ async def trigger(ctx: Ctx) -> list[Row]:
         people = await staff_people(rt, p.big_team, TRIGGER_CONNECTIONS)
         cookies = [session_cookie(settings, u) for u in people]
         web_env = env.worker_env(settings)
-        ours_env = env.worker_env(settings, **SERVED_SETTINGS)
-        ours_log, ours_profile = ctx.log("web-trigger.log"), ctx.profile_to("web-trigger")
         with (
-            serve(SERVED, ours_env, ours_log, ours_profile) as ours,
+            serve(OURS, web_env, ctx.log("web-trigger.log"), ctx.profile_to("web-trigger")) as ours,
             serve(BASELINE, web_env, ctx.log("baseline-trigger.log")) as floor,
         ):
             served = {"ours": ours, "floor": floor}

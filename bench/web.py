@@ -26,7 +26,9 @@ from bench import procs
 from bench.profiling import recording
 from desk.settings import Settings
 
-OURS = "api.app:create_app"
+# What `taskdesk serve` runs (the process's collector settings included), logging warnings and up
+# as the uvicorn flags below say: every benchmark of ours serves this.
+OURS = "api.app:create_served_app"
 BASELINE = "bench.baseline_app:create_app"
 
 DONE_LUA = """
@@ -68,6 +70,8 @@ def serve(
     args += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
     if processes > 1:
         args += ["--workers", str(processes)]
+    if factory == OURS:
+        env = {"LOG_LEVEL": "WARNING", **env}
     proc = procs.Proc(args, env, log)
     base = f"http://127.0.0.1:{port}"
     try:
