@@ -157,3 +157,26 @@ async def test_bad_watch_input_is_a_clear_4xx(page_as, world, query) -> None:
 async def test_watch_needs_a_session(page_as) -> None:
     r = await (await page_as(None)).hx_get("/watch?bell=-1")
     assert r.status_code in (401, 403) or r.headers.get("HX-Redirect")
+
+
+async def test_a_tick_is_one_statement_whatever_it_asks(page_as, world, rt, app) -> None:
+    """Session, bell count, every watched row (changed ones included) and the list's check: one
+    round trip (desk.tick); the worker badge is the process's shared read (warmed here)."""
+    from tests.desk.test_reads import counting
+
+    done = await tasks.create_export(rt, world.staff, world.team, {})
+    waiting = await tasks.create_export(rt, world.staff, world.team, {"q": "printer"})
+    page = await page_as(world.staff)
+    tokens = watched_rows((await page.get("/tasks")).text)
+    assert len(tokens) == 2
+    assert await execute(rt, registry(), done.id, done.run) == "done"
+    await page.hx_get("/watch?h=")  # the badge's read, shared for a while
+    newer = await tasks.create_export(rt, world.staff, world.team, {"q": "refund"})
+    query = "&".join(f"r={t}" for t in tokens)
+    url = f"/watch?{query}&bell=-1&h=&list=tasks&newest={waiting.id}&limit=8"
+    with counting(app.state.runtime.pg) as seen:
+        r = await page.hx_get(url)
+    assert r.status_code == 200
+    assert 'data-status="Completed"' in r.text and 'id="bell"' in r.text  # a row, the bell
+    assert f'id="task-{newer.id}"' in r.text  # and the list's newer row
+    assert seen[0] == "checkout" and len(seen) == 2, seen

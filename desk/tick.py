@@ -1,0 +1,233 @@
+"""The page watcher's tick in ONE statement (issue 11): who is asking, their unread count, every
+watched row as they may see it, and the list's "anything newer than N visible to me?".
+
+A tick used to be four round trips (the session with the bell's count, the rows' versions, the
+changed rows, the list check); on a saturated web process their driver work was ~45 % of its
+samples. Here they are the branches of one statement, built from the same SQL pieces as
+`desk.reads` (`_TASK_SQL` for a row, `_list_sql` for the list, the session's and the bell's
+columns), so a row, a list and a session cannot read differently here than there:
+
+    SELECT <session, person, unread[, teams]> FROM web_session … (one row, or none: signed out)
+    LEFT JOIN LATERAL (  1, the watched rows, each as `reads.task` reads it
+                       UNION ALL
+                         2, the list's rows newer than N, as `reads.list_tasks` reads them ) x
+
+The caller (ui.watch) tells changed rows from unchanged ones with the versions it computes from
+the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every part to the
+answers of the separate reads, for each role.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from desk import access, reads
+from desk.models import Role, TaskKind
+from desk.pg import Pg
+from desk.reads import TASK_COLUMNS, Person, TaskHit, TaskPage, TaskRow, TeamRef
+
+_N = len(TASK_COLUMNS)
+# The session's columns as in `reads.viewer`, then the unread count and the list's team.
+_HEAD = 8
+# The user's first team by name: the team a page works in when no team cookie says one
+# (ui.viewer._choose_team picks the first of `reads._TEAMS_SQL`'s list, ordered by name).
+_FIRST_TEAM_SQL = (
+    "(SELECT mm.team_id FROM membership mm JOIN team tm ON tm.id = mm.team_id "
+    "WHERE mm.user_id = u.id ORDER BY tm.name LIMIT 1)"
+)
+_AT = {c: i for i, c in enumerate(TASK_COLUMNS)}
+# A watched row's JSON columns come as text and are decoded only for a row that changed (most
+# rows of most ticks did not, and decoding them was the biggest cost of reading every row); the
+# list's rows too (a UNION has one type per column), decoded all.
+_JSON = ("filters", "stats", "summary_params")
+_CAST = ", ".join(f"y.{c}::text" if c in _JSON else f"y.{c}" for c in TASK_COLUMNS)
+
+
+def _decoded(data: Sequence[Any]) -> list[Any]:
+    """A row's JSON columns as psycopg decodes JSON (json.loads)."""
+    out = list(data)
+    for name in _JSON:
+        out[_AT[name]] = json.loads(out[_AT[name]])
+    return out
+
+
+# What `task_rules.status_label` reads, in `State`'s order.
+_STATE = tuple(
+    _AT[c]
+    for c in (
+        "kind", "status", "owner_id", "cancel_requested", "result_bytes", "expires_at",
+        "attempts", "run_at", "result_skipped", "lease_until",
+    )
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """The fields `task_rules.status_label` reads (a TaskLike), from a watched row."""
+
+    kind: str
+    status: str
+    owner_id: int
+    cancel_requested: bool
+    result_bytes: int | None
+    expires_at: datetime | None
+    attempts: int
+    run_at: datetime
+    result_skipped: bool
+    lease_until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A watched row the reader may see: what its version is made of, and the whole row."""
+
+    state: State
+    updated_at: datetime
+    paused_lanes: frozenset[str]
+    data: tuple[Any, ...]  # `reads._TASK_SQL`'s columns, the JSON ones as text
+    reader: int
+
+    def hit(self) -> TaskHit:
+        """The row as `reads.task` gives it (the JSON decoded as psycopg decodes it)."""
+        return reads._hit(_decoded(self.data), self.reader)
+
+
+def _row(data: Sequence[Any], reader: int) -> Row | None:
+    """`reads._hit`'s rule (missing, not a member, not theirs to see: None), without decoding."""
+    role = data[_N]
+    if data[0] is None or role is None:
+        return None
+    kind, owner = data[_AT["kind"]], data[_AT["owner_id"]]
+    member = access.Member(reader, data[_AT["team_id"]], Role(role))
+    if not access.can_see_task(member, kind, owner):
+        return None
+    state = State(*(data[i] for i in _STATE))
+    paused = frozenset(data[_N + 2] or ())
+    return Row(state, data[_AT["updated_at"]], paused, tuple(data), reader)
+
+
+def _watched_sql() -> str:
+    """`reads.tasks`'s statement for the session's user, the JSON columns as text."""
+    sql = reads._TASKS_SQL.replace("%(u)s", "v.uid")
+    # bigint[]: an empty list has no type of its own, and ids are checked only as 18 digits.
+    sql = sql.replace("%(ids)s", "%(ids)s::bigint[]")
+    for name in _JSON:
+        column = f"t.{name}, "
+        if sql.count(column) != 1:  # reads changed its column list: say so, do not misread
+            raise AssertionError(f"{column!r} not once in reads._TASKS_SQL")
+        sql = sql.replace(column, f"t.{name}::text, ")
+    return sql
+
+
+@dataclass(frozen=True, slots=True)
+class ListAsk:
+    """The list's check: rows of `team` (None: the user's first team) above `newest`."""
+
+    team_id: int | None
+    newest: int
+    first: int
+    kind: TaskKind | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    session: reads.SessionView
+    rows: dict[int, Row]  # the watched rows the reader may see (others: absent)
+    listing: TaskPage | None  # None: not asked, or not a member of that team
+    list_team: int | None  # the team the list was read for
+
+
+def _list_branch(kind: bool) -> str:
+    """`reads.list_tasks`'s statement with the session's user and the list's team; its
+    member-without-rows row (all NULL) stays: it says "a member, nothing newer"."""
+    clauses = ["t.id > %(newer)s"] + (["t.kind = %(kind)s"] if kind else [])
+    inner = reads._list_sql(clauses, exists=False)
+    inner = inner.replace("%(u)s", "v.uid").replace("%(team)s", "v.list_team")
+    return f"SELECT 2, {_CAST}, NULL::text, y.ticket_title, y.paused FROM ({inner}) y"
+
+
+@cache
+def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
+    head = "s.csrf, u.id AS uid, u.email, u.display_name, u.locale, u.timezone, "
+    head += f"{reads._UNREAD_SQL} AS unread, "
+    head += f"coalesce(%(team)s::bigint, {_FIRST_TEAM_SQL}) AS list_team"
+    # As text: the head is repeated on every row, and only the first row's is decoded.
+    head += f", {reads._TEAMS_SQL}::text AS teams" if with_teams else ""
+    branches = f"SELECT 1 AS part, r.* FROM ({_watched_sql()}) r"
+    if with_list:
+        branches += f" UNION ALL {_list_branch(with_kind)}"
+    # MATERIALIZED: the session's row (with its subqueries) is worked out once, not once for
+    # every row it is joined to.
+    return (
+        f"WITH v AS MATERIALIZED (SELECT {head} FROM web_session s "
+        "JOIN app_user u ON u.id = s.user_id "
+        "WHERE s.id = %(sid)s AND s.revoked_at IS NULL AND s.expires_at > %(now)s) "
+        f"SELECT v.*, x.* FROM v LEFT JOIN LATERAL ({branches}) x ON true"
+    )
+
+
+def _page(rows: list[Sequence[Any]], first: int) -> TaskPage:
+    """`reads.list_tasks`'s page from the list branch's rows (task columns, role, title,
+    paused), in its order: newest first."""
+    rows = sorted((r for r in rows if r[0] is not None), key=lambda r: -r[0])
+    items = [TaskRow(*_decoded(r[:_N])) for r in rows[:first]]
+    titles = {r[_N - 2]: r[_N + 1] for r in rows if r[_N + 1] is not None}
+    paused = frozenset(rows[0][_N + 2] or ()) if rows else frozenset()
+    cursor = str(items[-1].id) if items else None
+    return TaskPage(items, cursor, len(rows) > first, titles, paused)
+
+
+async def tick(
+    pg: Pg,
+    secret: str,
+    now: datetime,
+    ids: list[int],
+    *,
+    team_id: int | None,
+    teams: bool = False,
+    listing: ListAsk | None = None,
+) -> Tick | None:
+    """The tick of the session behind a cookie's secret (None: unknown, revoked or expired).
+    `team_id` is the team cookie's (None: the user's first team, and `teams` is read)."""
+    if not secret or len(secret) > 128:
+        return None
+    params: dict[str, Any] = {
+        "sid": reads.session_digest(secret),
+        "now": now,
+        "ids": ids,
+        "team": team_id,
+    }
+    if listing is not None:
+        params |= {"newer": listing.newest, "lim": listing.first + 1}
+        if listing.kind is not None:
+            params["kind"] = str(listing.kind)
+    kind = listing is not None and listing.kind is not None
+    found = await pg.rows(_sql(teams, listing is not None, kind), params)
+    if not found:
+        return None
+    head = found[0]
+    person = Person(*head[1:6])
+    team_list = None
+    if teams:
+        team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in json.loads(head[_HEAD])]
+    at = _HEAD + (1 if teams else 0)
+    session = reads.SessionView(person, head[0], team_list, None, int(head[6]))
+    rows: dict[int, Row] = {}
+    listed: list[Sequence[Any]] = []
+    member = False
+    for data in found:
+        part, task = data[at], data[at + 1 :]
+        if part == 1:
+            row = _row(task, person.id)
+            if row is not None:
+                rows[task[0]] = row
+        elif part == 2:
+            member = True
+            listed.append(task)
+    page = _page(listed, listing.first) if listing is not None and member else None
+    return Tick(session, rows, page, head[7])
