@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from desk import access, reads
@@ -56,12 +57,14 @@ def _decoded(data: Sequence[Any]) -> list[Any]:
     return out
 
 
-# What `task_rules.status_label` reads, in `State`'s order.
-_STATE = tuple(
-    _AT[c]
-    for c in (
+# What `task_rules.status_label` reads, in `State`'s order (one C call per row).
+_STATE = itemgetter(
+    *(
+        _AT[c]
+        for c in (
         "kind", "status", "owner_id", "cancel_requested", "result_bytes", "expires_at",
         "attempts", "run_at", "result_skipped", "lease_until",
+        )
     )
 )  # fmt: skip
 
@@ -106,7 +109,7 @@ def _row(data: Sequence[Any], reader: int) -> Row | None:
     member = access.Member(reader, data[_AT["team_id"]], Role(role))
     if not access.can_see_task(member, kind, owner):
         return None
-    state = State(*(data[i] for i in _STATE))
+    state = State(*_STATE(data))
     paused = frozenset(data[_N + 2] or ())
     return Row(state, data[_AT["updated_at"]], paused, tuple(data), reader)
 

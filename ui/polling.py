@@ -9,6 +9,7 @@ row stops polling by itself after ten minutes of watching.
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_right
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 
@@ -54,8 +55,12 @@ def due_in(age: float) -> float | None:
         return None
     if age < 0:
         return float(DELAYS[0])
-    later = [s for s in _STARTS if s > age]
-    point = later[0] if later else _STARTS[-1] + STEADY * (int((age - _STARTS[-1]) // STEADY) + 1)
+    # The first point after `age` (bisect: called for every watched row of every tick).
+    at = bisect_right(_STARTS, age)
+    if at < len(_STARTS):
+        point: float = _STARTS[at]
+    else:
+        point = _STARTS[-1] + STEADY * (int((age - _STARTS[-1]) // STEADY) + 1)
     return max(_MIN_WAIT, min(point, STOP_AFTER) - age)
 
 
