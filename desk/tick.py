@@ -87,16 +87,20 @@ class State:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """A watched row the reader may see: what its version is made of, and the whole row."""
+    """A watched row the reader may see: what its version is made of, and — when `whole` —
+    the whole row (otherwise the page's copy was of this very `updated_at`: see `known`)."""
 
     state: State
     updated_at: datetime
     paused_lanes: frozenset[str]
     data: tuple[Any, ...]  # `reads._TASK_SQL`'s columns, the JSON ones as text
     reader: int
+    whole: bool
 
     def hit(self) -> TaskHit:
         """The row as `reads.task` gives it (the JSON decoded as psycopg decodes it)."""
+        if not self.whole:
+            raise ValueError("only what its version is made of was read of this row")
         return reads._hit(_decoded(self.data), self.reader)
 
 
@@ -111,20 +115,42 @@ def _row(data: Sequence[Any], reader: int) -> Row | None:
         return None
     state = State(*_STATE(data))
     paused = frozenset(data[_N + 2] or ())
-    return Row(state, data[_AT["updated_at"]], paused, tuple(data), reader)
+    return Row(state, data[_AT["updated_at"]], paused, tuple(data), reader, bool(data[_N + 3]))
 
 
-def _watched_sql() -> str:
-    """`reads.tasks`'s statement for the session's user, the JSON columns as text."""
-    sql = reads._TASKS_SQL.replace("%(u)s", "v.uid")
-    # bigint[]: an empty list has no type of its own, and ids are checked only as 18 digits.
-    sql = sql.replace("%(ids)s", "%(ids)s::bigint[]")
-    for name in _JSON:
-        column = f"t.{name}, "
-        if sql.count(column) != 1:  # reads changed its column list: say so, do not misread
-            raise AssertionError(f"{column!r} not once in reads._TASKS_SQL")
-        sql = sql.replace(column, f"t.{name}::text, ")
-    return sql
+# What a row's version and visibility are made of: always read. The other columns (and the
+# reminder's ticket title) only when the row's `updated_at` is not the one the caller says the
+# page's copy has: most watched rows of most ticks did not change, and reading every column of
+# 60 rows cost more than the three statements this one replaced.
+_LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *State.__slots__}
+
+
+def _watched_column(name: str) -> str:
+    if name in _LIGHT:
+        return f"t.{name}"
+    return f"CASE WHEN f.whole THEN t.{name}{'::text' if name in _JSON else ''} END"
+
+
+# `reads._TASK_SQL` for each watched id (with the `updated_at` its page's copy is known to have,
+# in µs since the epoch as ui.polling's versions count it, or NULL), the session's user as the
+# reader; then whether the row was read whole.
+_WATCHED_SQL = (
+    f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, m.role AS member_role, "
+    f"CASE WHEN f.whole AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
+    f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, f.whole "
+    # Both arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
+    "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[]) w(id, known) "
+    "JOIN background_task t ON t.id = w.id "
+    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
+    "CROSS JOIN LATERAL (SELECT (extract(epoch FROM t.updated_at) * 1000000)::bigint "
+    "IS DISTINCT FROM w.known AS whole) f"
+).replace("%(u)s", "v.uid")
+
+
+def _array(values: Sequence[int | None]) -> str:
+    """An int array as its literal: psycopg dumps a list element by element in Python, which
+    cost more than the rest of the statement for a page's 60 rows and their versions."""
+    return "{" + ",".join("NULL" if n is None else str(int(n)) for n in values) + "}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +177,7 @@ def _list_branch(kind: bool) -> str:
     clauses = ["t.id > %(newer)s"] + (["t.kind = %(kind)s"] if kind else [])
     inner = reads._list_sql(clauses, exists=False)
     inner = inner.replace("%(u)s", "v.uid").replace("%(team)s", "v.list_team")
-    return f"SELECT 2, {_CAST}, NULL::text, y.ticket_title, y.paused FROM ({inner}) y"
+    return f"SELECT 2, {_CAST}, NULL::text, y.ticket_title, y.paused, true FROM ({inner}) y"
 
 
 @cache
@@ -161,7 +187,7 @@ def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
     head += f"coalesce(%(team)s::bigint, {_FIRST_TEAM_SQL}) AS list_team"
     # As text: the head is repeated on every row, and only the first row's is decoded.
     head += f", {reads._TEAMS_SQL}::text AS teams" if with_teams else ""
-    branches = f"SELECT 1 AS part, r.* FROM ({_watched_sql()}) r"
+    branches = f"SELECT 1 AS part, r.* FROM ({_WATCHED_SQL}) r"
     if with_list:
         branches += f" UNION ALL {_list_branch(with_kind)}"
     # MATERIALIZED: the session's row (with its subqueries) is worked out once, not once for
@@ -189,20 +215,29 @@ async def tick(
     pg: Pg,
     secret: str,
     now: datetime,
-    ids: list[int],
+    ids: Sequence[int],
     *,
     team_id: int | None,
     teams: bool = False,
     listing: ListAsk | None = None,
+    known: Sequence[int | None] | None = None,
 ) -> Tick | None:
     """The tick of the session behind a cookie's secret (None: unknown, revoked or expired).
-    `team_id` is the team cookie's (None: the user's first team, and `teams` is read)."""
+    `team_id` is the team cookie's (None: the user's first team, and `teams` is read).
+    `known[i]`: the `updated_at` (µs since the epoch) the page's copy of row `ids[i]` is known
+    to have (None: not known) — a row still at it is read without what its version does not
+    need (`Row.whole`)."""
     if not secret or len(secret) > 128:
         return None
+    if known is None:
+        known = [None] * len(ids)
+    elif len(known) != len(ids):
+        raise ValueError("one known updated_at (or None) per id")
     params: dict[str, Any] = {
         "sid": reads.session_digest(secret),
         "now": now,
-        "ids": ids,
+        "ids": _array(ids),
+        "known": _array(known),
         "team": team_id,
     }
     if listing is not None:
@@ -227,7 +262,7 @@ async def tick(
         part, task = data[at], data[at + 1 :]
         if part == 1:
             row = _row(task, person.id)
-            if row is not None:
+            if row is not None and (row.whole or task[0] not in rows):  # an id watched twice
                 rows[task[0]] = row
         elif part == 2:
             member = True

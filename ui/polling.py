@@ -81,4 +81,21 @@ def row_version(updated_at: datetime, label: str, paused: bool) -> str:
     """`version` of a row as rendered (the template's side of the same token)."""
     if updated_at.tzinfo is None:
         updated_at = updated_at.replace(tzinfo=UTC)
-    return version((updated_at - _EPOCH) // timedelta(microseconds=1), label, paused)
+    updated_us = (updated_at - _EPOCH) // timedelta(microseconds=1)
+    token = version(updated_us, label, paused)
+    if len(_KNOWN) >= KNOWN_MAX:
+        _KNOWN.clear()  # a bound, not an LRU: a forgotten version only costs a whole read
+    _KNOWN[token] = updated_us
+    return token
+
+
+# The `updated_at` (µs) each version this process handed out (or checked) was made of: the watcher's
+# tick reads a row whose `updated_at` is still the page's without the columns only a changed
+# row needs (desk.tick). Never trusted for an answer: whether a row changed is decided by
+# comparing versions made afresh, and a wrong or missing entry only means a whole read.
+KNOWN_MAX = 65_536
+_KNOWN: dict[str, int] = {}
+
+
+def known_updated_us(token: str) -> int | None:
+    return _KNOWN.get(token)

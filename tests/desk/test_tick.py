@@ -7,6 +7,7 @@ member and a signed-out session; and it is one statement."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -35,6 +36,10 @@ async def _signed_in(rt: Runtime, world: World, who: str) -> tuple[int, str]:
                 {"u": user, "t": world.team},
             )
     return user, secret
+
+
+def _us(at: datetime) -> int:
+    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 async def _old_list(
@@ -97,6 +102,18 @@ async def test_the_tick_reads_what_the_separate_reads_read(
                 state = {k: v for k, v in asdict(task).items() if k in tick.State.__slots__}
                 assert asdict(row.state) == state
                 assert row.paused_lanes == expected[i].paused_lanes
+            # Rows whose page copy is known to be of their `updated_at` come light, the same.
+            stamps = {i: _us(h.task.updated_at) for i, h in expected.items() if h.task is not None}
+            light = await tick.tick(
+                rt.pg, secret, now, ids, team_id=team_cookie, known=[stamps.get(i) for i in ids]
+            )
+            assert light is not None and set(light.rows) == set(got.rows)
+            for i, row in light.rows.items():
+                assert not row.whole and row.state == got.rows[i].state
+                assert row.updated_at == got.rows[i].updated_at
+                assert row.paused_lanes == got.rows[i].paused_lanes
+                with pytest.raises(ValueError):
+                    row.hit()
             # The list's team: the cookie's, else the first of the person's teams by name.
             team = team_cookie or (old.teams[0].team_id if old.teams else None)
             assert got.list_team == team
