@@ -134,19 +134,29 @@ def _watched_column(name: str) -> str:
     return f"CASE WHEN f.whole THEN t.{name}{'::text' if name in _JSON else ''} END"
 
 
-# `reads._TASK_SQL` for each watched id (with the `updated_at` its page's copy is known to have,
-# in µs since the epoch as ui.polling's versions count it, or NULL), the session's user as the
-# reader; then whether the row was read whole.
+# `reads._TASK_SQL` for each watched id, the session's user as the reader, then whether the row
+# was read whole: not when the page's copy is known to be of this `updated_at` (µs, as
+# ui.polling's versions count it) and none of the times its label turns on passed since that
+# copy was made (Scheduled → Queued a few seconds before `run_at`, so any of the 10 s before
+# it; Running → Worker lost at `lease_until`; Completed → Expired at `expires_at`). A row read
+# light whose version moved all the same is read again by the caller: correct, one more trip.
+_CROSSED = (
+    "(t.run_at - interval '10 seconds' <= %(now)s AND t.run_at > w.made) "
+    "OR (t.lease_until <= %(now)s AND t.lease_until > w.made) "
+    "OR (t.expires_at <= %(now)s AND t.expires_at > w.made)"
+)
 _WATCHED_SQL = (
     f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, m.role AS member_role, "
     f"CASE WHEN f.whole AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
     f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, f.whole "
-    # Both arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
-    "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[]) w(id, known) "
+    # The arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
+    "FROM (SELECT i.id, i.known, to_timestamp(i.made / 1000000.0) - interval '1 second' AS made "
+    "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[], %(made)s::bigint[]) i(id, known, made)) w "
     "JOIN background_task t ON t.id = w.id "
     "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
-    "CROSS JOIN LATERAL (SELECT (extract(epoch FROM t.updated_at) * 1000000)::bigint "
-    "IS DISTINCT FROM w.known AS whole) f"
+    "CROSS JOIN LATERAL (SELECT w.known IS NULL "
+    "OR (extract(epoch FROM t.updated_at) * 1000000)::bigint <> w.known "
+    f"OR coalesce({_CROSSED}, false) AS whole) f"
 ).replace("%(u)s", "v.uid")
 
 
@@ -223,13 +233,13 @@ async def tick(
     team_id: int | None,
     teams: bool = False,
     listing: ListAsk | None = None,
-    known: Sequence[int | None] | None = None,
+    known: Sequence[tuple[int, int] | None] | None = None,
 ) -> Tick | None:
     """The tick of the session behind a cookie's secret (None: unknown, revoked or expired).
     `team_id` is the team cookie's (None: the user's first team, and `teams` is read).
-    `known[i]`: the `updated_at` (µs since the epoch) the page's copy of row `ids[i]` is known
-    to have (None: not known) — a row still at it is read without what its version does not
-    need (`Row.whole`)."""
+    `known[i]`: the `updated_at` the page's copy of row `ids[i]` is known to have and when that
+    copy was made, both µs since the epoch (None: not known) — a row still at it is read without
+    what its version does not need (`Row.whole`, `_WATCHED_SQL`)."""
     if not secret or len(secret) > 128:
         return None
     if known is None:
@@ -240,7 +250,8 @@ async def tick(
         "sid": reads.session_digest(secret),
         "now": now,
         "ids": _array(ids),
-        "known": _array(known),
+        "known": _array([k[0] if k else None for k in known]),
+        "made": _array([k[1] if k else None for k in known]),
         "team": team_id,
     }
     if listing is not None:

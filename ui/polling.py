@@ -8,6 +8,7 @@ row stops polling by itself after ten minutes of watching.
 
 from __future__ import annotations
 
+import time
 import zlib
 from bisect import bisect_right
 from datetime import UTC, datetime, timedelta
@@ -85,17 +86,20 @@ def row_version(updated_at: datetime, label: str, paused: bool) -> str:
     token = version(updated_us, label, paused)
     if len(_KNOWN) >= KNOWN_MAX:
         _KNOWN.clear()  # a bound, not an LRU: a forgotten version only costs a whole read
-    _KNOWN[token] = updated_us
+    _KNOWN[token] = (updated_us, int(time.time() * 1_000_000))
     return token
 
 
-# The `updated_at` (µs) each version this process handed out (or checked) was made of: the watcher's
-# tick reads a row whose `updated_at` is still the page's without the columns only a changed
-# row needs (desk.tick). Never trusted for an answer: whether a row changed is decided by
-# comparing versions made afresh, and a wrong or missing entry only means a whole read.
+# For each version this process handed out (or checked): the `updated_at` it was made of and
+# when it was made (µs since the epoch). The watcher's tick reads a row whose `updated_at` is
+# still the page's, and none of whose times (run_at, lease, expiry) passed since, without the
+# columns only a changed row needs (desk.tick). Never trusted for an answer: whether a row
+# changed is decided by comparing versions made afresh, and a wrong or missing entry only means
+# a second read.
 KNOWN_MAX = 65_536
-_KNOWN: dict[str, int] = {}
+_KNOWN: dict[str, tuple[int, int]] = {}
 
 
-def known_updated_us(token: str) -> int | None:
+def known(token: str) -> tuple[int, int] | None:
+    """(updated_at, made at) of a version this process made, in µs; None if not known."""
     return _KNOWN.get(token)

@@ -242,7 +242,7 @@ async def _read(
         team_id=team_id,
         teams=team_id is None,
         listing=ask,
-        known=[polling.known_updated_us(w.version) for w in watched],
+        known=[polling.known(w.version) for w in watched],
     )
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
