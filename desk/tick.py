@@ -42,19 +42,9 @@ _FIRST_TEAM_SQL = (
     "WHERE mm.user_id = u.id ORDER BY tm.name LIMIT 1)"
 )
 _AT = {c: i for i, c in enumerate(TASK_COLUMNS)}
-# A watched row's JSON columns come as text and are decoded only for a row that changed (most
-# rows of most ticks did not, and decoding them was the biggest cost of reading every row); the
-# list's rows too (a UNION has one type per column), decoded all.
-_JSON = ("filters", "stats", "summary_params")
-_CAST = ", ".join(f"y.{c}::text" if c in _JSON else f"y.{c}" for c in TASK_COLUMNS)
-
-
-def _decoded(data: Sequence[Any]) -> list[Any]:
-    """A row's JSON columns as psycopg decodes JSON (json.loads)."""
-    out = list(data)
-    for name in _JSON:
-        out[_AT[name]] = json.loads(out[_AT[name]])
-    return out
+# After a branch's task columns: the reminder's ticket title, the paused lanes (as in
+# `reads._TASK_SQL` and `reads._list_sql`), then the reader's role and whether read whole.
+_TITLE, _PAUSED, _ROLE, _WHOLE = _N, _N + 1, _N + 2, _N + 3
 
 
 # What `task_rules.status_label` reads, in `State`'s order (one C call per row).
@@ -93,15 +83,16 @@ class Row:
     state: State
     updated_at: datetime
     paused_lanes: frozenset[str]
-    data: tuple[Any, ...]  # `reads._TASK_SQL`'s columns, the JSON ones as text
+    data: tuple[Any, ...]  # the task columns (NULL but the light ones unless whole), then _TITLE…
     reader: int
     whole: bool
 
     def hit(self) -> TaskHit:
-        """The row as `reads.task` gives it (the JSON decoded as psycopg decodes it)."""
+        """The row as `reads.task` gives it."""
         if not self.whole:
             raise ValueError("only what its version is made of was read of this row")
-        return reads._hit(_decoded(self.data), self.reader)
+        # As `reads._hit` builds it; visibility was its rule already (`_row`).
+        return TaskHit(TaskRow(*self.data[:_N]), self.data[_TITLE], self.paused_lanes)
 
 
 _KIND, _OWNER, _TEAM, _UPDATED = (_AT[c] for c in ("kind", "owner_id", "team_id", "updated_at"))
@@ -110,28 +101,29 @@ _ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row 
 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
     """`reads._hit`'s rule (missing, not a member, not theirs to see: None), without decoding."""
-    role = data[_N]
+    role = data[_ROLE]
     if data[0] is None or role is None:
         return None
     member = access.Member(reader, data[_TEAM], _ROLES[role])
     if not access.can_see_task(member, data[_KIND], data[_OWNER]):
         return None
     state = State(*_STATE(data))
-    paused = frozenset(data[_N + 2] or ())
-    return Row(state, data[_UPDATED], paused, tuple(data), reader, bool(data[_N + 3]))
+    paused = frozenset(data[_PAUSED] or ())
+    return Row(state, data[_UPDATED], paused, tuple(data), reader, bool(data[_WHOLE]))
 
 
 # What a row's version and visibility are made of: always read. The other columns (and the
-# reminder's ticket title) only when the row's `updated_at` is not the one the caller says the
-# page's copy has: most watched rows of most ticks did not change, and reading every column of
-# 60 rows cost more than the three statements this one replaced.
+# reminder's ticket title) only when the row is read whole: most watched rows of most ticks did
+# not change, and reading (and decoding the JSON of) every column of 60 rows cost more than the
+# three statements this one replaced. Kept under psycopg's 4,096-byte limit for caching a
+# statement's parsing (MAX_CACHED_STATEMENT_LENGTH): above it every execute parses it again.
 _LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *State.__slots__}
 
 
 def _watched_column(name: str) -> str:
     if name in _LIGHT:
         return f"t.{name}"
-    return f"CASE WHEN f.whole THEN t.{name}{'::text' if name in _JSON else ''} END"
+    return f"CASE WHEN f.w THEN t.{name} END"
 
 
 # `reads._TASK_SQL` for each watched id, the session's user as the reader, then whether the row
@@ -146,9 +138,10 @@ _CROSSED = (
     "OR (t.expires_at <= %(now)s AND t.expires_at > w.made)"
 )
 _WATCHED_SQL = (
-    f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, m.role AS member_role, "
-    f"CASE WHEN f.whole AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
-    f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, f.whole "
+    f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, "
+    f"CASE WHEN f.w AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
+    f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, "
+    "m.role AS member_role, f.w "
     # The arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
     "FROM (SELECT i.id, i.known, to_timestamp(i.made / 1000000.0) - interval '1 second' AS made "
     "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[], %(made)s::bigint[]) i(id, known, made)) w "
@@ -156,7 +149,7 @@ _WATCHED_SQL = (
     "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
     "CROSS JOIN LATERAL (SELECT w.known IS NULL "
     "OR (extract(epoch FROM t.updated_at) * 1000000)::bigint <> w.known "
-    f"OR coalesce({_CROSSED}, false) AS whole) f"
+    f"OR coalesce({_CROSSED}, false) AS w) f"
 ).replace("%(u)s", "v.uid")
 
 
@@ -190,7 +183,7 @@ def _list_branch(kind: bool) -> str:
     clauses = ["t.id > %(newer)s"] + (["t.kind = %(kind)s"] if kind else [])
     inner = reads._list_sql(clauses, exists=False)
     inner = inner.replace("%(u)s", "v.uid").replace("%(team)s", "v.list_team")
-    return f"SELECT 2, {_CAST}, NULL::text, y.ticket_title, y.paused, true FROM ({inner}) y"
+    return f"SELECT 2, y.*, NULL::text, true FROM ({inner}) y"
 
 
 @cache
@@ -217,9 +210,9 @@ def _page(rows: list[Sequence[Any]], first: int) -> TaskPage:
     """`reads.list_tasks`'s page from the list branch's rows (task columns, role, title,
     paused), in its order: newest first."""
     rows = sorted((r for r in rows if r[0] is not None), key=lambda r: -r[0])
-    items = [TaskRow(*_decoded(r[:_N])) for r in rows[:first]]
-    titles = {r[_N - 2]: r[_N + 1] for r in rows if r[_N + 1] is not None}
-    paused = frozenset(rows[0][_N + 2] or ()) if rows else frozenset()
+    items = [TaskRow(*r[:_N]) for r in rows[:first]]
+    titles = {r[_AT["ticket_id"]]: r[_TITLE] for r in rows if r[_TITLE] is not None}
+    paused = frozenset(rows[0][_PAUSED] or ()) if rows else frozenset()
     cursor = str(items[-1].id) if items else None
     return TaskPage(items, cursor, len(rows) > first, titles, paused)
 

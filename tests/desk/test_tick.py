@@ -6,6 +6,7 @@ member and a signed-out session; and it is one statement."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
@@ -242,3 +243,12 @@ async def test_a_row_whose_label_time_passed_is_read_whole(
     assert await whole(lease_until=None, expires_at=now)
     assert not await whole(expires_at=now + timedelta(days=1))
     assert await whole(updated_at=now + timedelta(microseconds=1))  # changed
+
+
+def test_the_statement_stays_short_enough_for_psycopg_to_keep_its_parsing() -> None:
+    """Above 4,096 bytes psycopg parses a statement's placeholders again on every execute."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    for teams, listing, kind in itertools.product((False, True), repeat=3):
+        sql = tick._sql(teams, listing, kind and listing)
+        assert len(sql.encode()) <= MAX_CACHED_STATEMENT_LENGTH, (teams, listing, kind)
