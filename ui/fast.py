@@ -70,7 +70,7 @@ def row_params(scope: Scope) -> float | None:
 
 
 def watch_params(scope: Scope) -> dict[str, Any]:
-    """The watcher's query as `ui.watch.watch` takes it, by the route's own spec; Declined
+    """The watcher's query as `ui.watch.answer` takes it, by the route's own spec; Declined
     where the route would refuse it (or might read it otherwise)."""
     from ui import params, watch
 
@@ -117,16 +117,14 @@ class FastFragments:
 
     async def _respond(self, scope: Scope, receive: Receive) -> Any:
         from ui import watch
-        from ui.viewer import bell_viewer
 
         rt = scope["app"].state.runtime
         path = scope["path"]
         if path == WATCH:
             params = watch_params(scope)
             scope["route"] = self._route(WATCH)
-            request = Request(scope, receive)
-            v = await bell_viewer(request, rt)
-            return await watch.watch(request, rt, v, **params)
+            # One statement: the viewer comes with the tick (ui.watch.answer, desk.tick).
+            return await watch.answer(Request(scope, receive), rt, **params)
         found = ROW_PATH.fullmatch(path)
         if found is None:
             raise Declined

@@ -8,7 +8,9 @@ row stops polling by itself after ten minutes of watching.
 
 from __future__ import annotations
 
+import time
 import zlib
+from bisect import bisect_right
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 
@@ -54,8 +56,12 @@ def due_in(age: float) -> float | None:
         return None
     if age < 0:
         return float(DELAYS[0])
-    later = [s for s in _STARTS if s > age]
-    point = later[0] if later else _STARTS[-1] + STEADY * (int((age - _STARTS[-1]) // STEADY) + 1)
+    # The first point after `age` (bisect: called for every watched row of every tick).
+    at = bisect_right(_STARTS, age)
+    if at < len(_STARTS):
+        point: float = _STARTS[at]
+    else:
+        point = _STARTS[-1] + STEADY * (int((age - _STARTS[-1]) // STEADY) + 1)
     return max(_MIN_WAIT, min(point, STOP_AFTER) - age)
 
 
@@ -76,4 +82,24 @@ def row_version(updated_at: datetime, label: str, paused: bool) -> str:
     """`version` of a row as rendered (the template's side of the same token)."""
     if updated_at.tzinfo is None:
         updated_at = updated_at.replace(tzinfo=UTC)
-    return version((updated_at - _EPOCH) // timedelta(microseconds=1), label, paused)
+    updated_us = (updated_at - _EPOCH) // timedelta(microseconds=1)
+    token = version(updated_us, label, paused)
+    if len(_KNOWN) >= KNOWN_MAX:
+        _KNOWN.clear()  # a bound, not an LRU: a forgotten version only costs a whole read
+    _KNOWN[token] = (updated_us, int(time.time() * 1_000_000))
+    return token
+
+
+# For each version this process handed out (or checked): the `updated_at` it was made of and
+# when it was made (µs since the epoch). The watcher's tick reads a row whose `updated_at` is
+# still the page's, and none of whose times (run_at, lease, expiry) passed since, without the
+# columns only a changed row needs (desk.tick). Never trusted for an answer: whether a row
+# changed is decided by comparing versions made afresh, and a wrong or missing entry only means
+# a second read.
+KNOWN_MAX = 65_536
+_KNOWN: dict[str, tuple[int, int]] = {}
+
+
+def known(token: str) -> tuple[int, int] | None:
+    """(updated_at, made at) of a version this process made, in µs; None if not known."""
+    return _KNOWN.get(token)

@@ -101,6 +101,20 @@ async def task_list(
     watch_url: str = "/tasks",
 ) -> TaskListView:
     page = await reads.list_tasks(rt.pg, user_id, team_id, first=limit, after=after, kind=kind)
+    return await list_view(rt, user_id, page, limit, after=after, kind=kind, watch_url=watch_url)
+
+
+async def list_view(
+    rt: Runtime,
+    user_id: int,
+    page: reads.TaskPage,
+    limit: int,
+    *,
+    after: str | None = None,
+    kind: TaskKind | None = None,
+    watch_url: str = "/tasks",
+) -> TaskListView:
+    """The list of a page read already (`task_list`, or the page watcher's tick)."""
     rows = await views(rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes)
     newest = max((r.id for r in rows), default=0)
     return TaskListView(

@@ -19,7 +19,7 @@ from api.auth import RuntimeDep, remember_session, session_secret
 from desk import inputs, reads, users
 from desk.errors import NotFound
 from desk.models import Role
-from desk.reads import Person, TaskHit
+from desk.reads import Person, SessionView, TaskHit
 from desk.runtime import Runtime
 from desk.users import TeamRole
 from ui import i18n
@@ -121,11 +121,16 @@ def _prefetch_task(request: Request) -> int | None:
     return inputs.optional_id(raw) if isinstance(raw, str) else None
 
 
+def team_cookie(request: Request) -> int | None:
+    """The preferred team: a preference, not a credential — anything but a plain id is ignored
+    (the first team is used)."""
+    return inputs.optional_id(request.cookies.get(TEAM_COOKIE, ""))
+
+
 async def _viewer(rt: Runtime, request: Request, *, teams: bool, unread: bool = False) -> Viewer:
     """One statement: the session, its user, their teams (when asked or when no team is
     chosen) and the task the request is about, if any."""
-    # A preference, not a credential: anything but a plain id is ignored (the first team is used).
-    team_id = inputs.optional_id(request.cookies.get(TEAM_COOKIE, ""))
+    team_id = team_cookie(request)
     with_teams = teams or team_id is None
     secret = session_secret(rt, request)
     found = None
@@ -134,6 +139,12 @@ async def _viewer(rt: Runtime, request: Request, *, teams: bool, unread: bool = 
         found = await reads.viewer(
             rt.pg, secret, rt.clock(), teams=with_teams, task_id=task_id, unread=unread
         )
+    return viewer_of(request, found, team_id)
+
+
+def viewer_of(request: Request, found: SessionView | None, team_id: int | None) -> Viewer:
+    """The Viewer of a session read (by `_viewer`, or with the page watcher's tick); a session
+    not found sends the browser to sign in."""
     remember_session(request, found.person.id if found else None, found.csrf if found else "")
     if found is None:
         raise LoginRequired(_current_url(request))

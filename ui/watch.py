@@ -23,12 +23,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import RuntimeDep
-from desk import access, health, lanes, notifications, reads, task_rules
-from desk.errors import NotFound, ValidationProblem
-from desk.models import Role, TaskKind
+from api.auth import RuntimeDep, session_secret
+from desk import health, lanes, notifications, reads, task_rules, tick
+from desk.errors import ValidationProblem
+from desk.models import TaskKind
+from desk.reads import TaskPage
 from desk.runtime import Runtime
-from ui import params, polling, task_lists
+from ui import params, polling, task_lists, viewer
 from ui.render import render_html
 from ui.route import UiRoute
 from ui.taskview import TaskView
@@ -58,22 +59,6 @@ class Watched:
     cancel: bool
 
 
-@dataclass(frozen=True)
-class _Task:
-    """The fields `task_rules.status_label` reads, from the version statement."""
-
-    kind: str
-    status: str
-    owner_id: int
-    cancel_requested: bool
-    result_bytes: int | None
-    expires_at: datetime | None
-    attempts: int
-    run_at: datetime
-    result_skipped: bool
-    lease_until: datetime | None
-
-
 def parse_row(token: str) -> Watched:
     """`id:since:version:cancel` as the page's rows render it; anything else is a clear 400."""
     parts = token.split(":")
@@ -88,38 +73,11 @@ def parse_row(token: str) -> Watched:
     return row
 
 
-# Read as tuple rows: id, team, the reader's role, the version's time, the paused lanes, then
-# `_Task`'s fields in its order.
-_VERSIONS_SQL = (
-    "SELECT t.id, t.team_id, m.role, (extract(epoch FROM t.updated_at) * 1000000)::bigint,"
-    " ARRAY(SELECT name FROM task_lane WHERE paused), t.kind, t.status, t.owner_id,"
-    " t.cancel_requested, t.result_bytes, t.expires_at, t.attempts, t.run_at, t.result_skipped,"
-    " t.lease_until"
-    " FROM background_task t"
-    " LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(me)s"
-    " WHERE t.id = ANY(%(ids)s)"
-)
-
-
-async def row_versions(rt: Runtime, user_id: int, ids: list[int]) -> dict[int, str]:
-    """One statement: the version of each row the viewer may see (invisible = absent)."""
-    if not ids:
-        return {}
-    now = rt.clock()
-    out: dict[int, str] = {}
-    for task_id, team_id, role, updated_us, paused_lanes, *rest in await rt.pg.rows(
-        _VERSIONS_SQL, {"me": user_id, "ids": ids}
-    ):
-        if role is None:
-            continue
-        task = _Task(*rest)
-        if not access.can_see_task(
-            access.Member(user_id, team_id, Role(role)), task.kind, task.owner_id
-        ):
-            continue
-        paused = task.status == "WAITING" and lanes.lane_of(task.kind) in paused_lanes
-        out[task_id] = polling.version(updated_us, task_rules.status_label(task, now), paused)
-    return out
+def row_version(row: tick.Row, now: datetime) -> str:
+    """The version of a row as the page's copy carries it (`data-v`, ui.polling.row_version)."""
+    state = row.state
+    paused = state.status == "WAITING" and lanes.lane_of(state.kind) in row.paused_lanes
+    return polling.row_version(row.updated_at, task_rules.status_label(state, now), paused)
 
 
 def health_version(report: health.Health) -> str:
@@ -152,27 +110,33 @@ class Changes:
         return [r for r, _ in self.rows if not r.active]
 
 
-async def _rows(rt: Runtime, v: Viewer, watched: list[Watched]) -> Changes:
-    """Two statements at most: the versions of all the page's rows, then the rows whose
-    version moved (rendered, the others not even read)."""
-    versions = await row_versions(rt, v.user_id, [w.id for w in watched])
-    now = rt.clock().timestamp()
-    changed: list[tuple[Watched, float]] = []
+async def _rows(
+    rt: Runtime, v: Viewer, watched: list[Watched], hits: dict[int, tick.Row]
+) -> Changes:
+    """The rows whose version moved, rendered from the tick's read; the others only say when
+    they are due. A changed row read without its whole data (its `updated_at` was still the
+    page's: a change that time alone makes, such as Scheduled → Queued) is read once more."""
+    clock = rt.clock()
+    now = clock.timestamp()
     out = Changes([], [], [], [])
+    changed: list[tuple[Watched, float, tick.Row]] = []
     for w in watched:
         age = now - min(w.since, now)
-        if w.id not in versions:
+        hit = hits.get(w.id)
+        if hit is None:
             out.gone.append(w.id)
-        elif versions[w.id] == w.version and polling.due_in(age) is not None:
+        elif row_version(hit, clock) == w.version and age < polling.STOP_AFTER:  # still due
             out.ages.append(age)
         else:
-            changed.append((w, age))
-    hits = await reads.tasks(rt.pg, v.user_id, [w.id for w, _ in changed])
-    for w, age in changed:
-        if w.id not in hits:  # gone between the two reads
+            changed.append((w, age, hit))
+    light = [w.id for w, _, row in changed if not row.whole]
+    again = await reads.tasks(rt.pg, v.user_id, light) if light else {}
+    for w, age, row in changed:
+        found = row.hit() if row.whole else again.get(w.id)
+        if found is None:  # gone between the two reads
             out.gone.append(w.id)
             continue
-        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hits[w.id])
+        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=found)
         out.rows.append((view, w.cancel))
         if view.poll_delay is not None:
             out.ages.append(age)
@@ -199,33 +163,28 @@ class Listing:
 
 
 async def _listing(
-    rt: Runtime, user_id: int, team_id: int, name: str, newest: int, limit: int
+    rt: Runtime, user_id: int, name: str, newest: int, limit: int, page: TaskPage | None
 ) -> Listing | None:
-    """None when no task newer than the page's newest row is visible (one indexed read)."""
-    kind = LISTS[name]
-    try:
-        # One statement on rt.pg: the rows with their reminders' titles and the paused lanes.
-        page = await reads.list_tasks(
-            rt.pg, user_id, team_id, first=limit, newer_than=newest, kind=kind
-        )
-        if not page.items:
-            return None
-        if newest == 0:  # the page says "No tasks yet": it gets the list itself
-            whole = await task_lists.task_list(
-                rt, user_id, team_id, limit=limit, kind=kind, watch_url=f"/{name}"
-            )
-            return Listing(name, limit, whole=whole)
-        fresh = await task_lists.views(
-            rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes
-        )
-    except NotFound:  # no longer a member of the team the page shows: the page says so on reload
+    """None when no task newer than the page's newest row is visible, or when the viewer is no
+    longer a member of the team the page shows (the page says so on reload). `page`: the
+    list's rows newer than `newest`, read with the tick."""
+    if page is None or not page.items:
         return None
+    if newest == 0:  # the page says "No tasks yet": it gets the list itself (the same rows)
+        kind = LISTS[name]
+        whole = await task_lists.list_view(
+            rt, user_id, page, limit, kind=kind, watch_url=f"/{name}"
+        )
+        return Listing(name, limit, whole=whole)
+    fresh = await task_lists.views(
+        rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes
+    )
     return Listing(name, limit, fresh=fresh, newest=max(r.id for r in fresh))
 
 
 async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[str]:
     """The bell again when the unread count is not the page's; the newest as a toast if it grew."""
-    # Read with the session (BellViewer): no statement of its own.
+    # Read with the session (the tick, or BellViewer): no statement of its own.
     unread = v.unread if v.unread is not None else await reads.unread_count(rt.pg, v.user_id)
     if unread == seen:
         return []
@@ -252,7 +211,7 @@ _P = PARAMS
 async def watch(
     request: Request,
     rt: RuntimeDep,
-    v: BellViewer,
+    v: BellViewer,  # the router's way only: a signed-out page is sent to sign in first
     r: Annotated[list[str], ROWS.query()] = [],  # noqa: B006 - FastAPI copies query defaults
     bell: Annotated[int | None, _P["bell"].query()] = _P["bell"].default,
     health_v: Annotated[str | None, _P["health_v"].query()] = _P["health_v"].default,
@@ -260,8 +219,50 @@ async def watch(
     newest: Annotated[int, _P["newest"].query()] = _P["newest"].default,
     limit: Annotated[int, _P["limit"].query()] = _P["limit"].default,
 ) -> Response:
+    """The route (for what the short way, ui.fast, declines): the same answer as `answer`."""
+    return await answer(request, rt, r, bell, health_v, list_name, newest, limit)
+
+
+async def _read(
+    request: Request,
+    rt: Runtime,
+    watched: list[Watched],
+    list_name: str | None,
+    newest: int,
+    limit: int,
+) -> tuple[Viewer, tick.Tick]:
+    """The tick's one statement, and its viewer (LoginRequired when signed out)."""
+    team_id = viewer.team_cookie(request)
+    ask = None if list_name is None else tick.ListAsk(team_id, newest, limit, LISTS[list_name])
+    found = await tick.tick(
+        rt.pg,
+        session_secret(rt, request) or "",
+        rt.clock(),
+        [w.id for w in watched],
+        team_id=team_id,
+        teams=team_id is None,
+        listing=ask,
+        known=[polling.known(w.version) for w in watched],
+    )
+    v = viewer.viewer_of(request, found.session if found else None, team_id)
+    assert found is not None  # viewer_of raised otherwise
+    return v, found
+
+
+async def answer(
+    request: Request,
+    rt: Runtime,
+    r: list[str],
+    bell: int | None = None,
+    health_v: str | None = None,
+    list_name: str | None = None,
+    newest: int = 0,
+    limit: int = task_lists.PANEL_SIZE,
+) -> Response:
     """204 when nothing the page shows changed; else the changed fragments, out of band."""
-    changes = await _rows(rt, v, [parse_row(t) for t in r])
+    watched = [parse_row(t) for t in r]
+    v, found = await _read(request, rt, watched, list_name, newest, limit)
+    changes = await _rows(rt, v, watched, found.rows)
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}
     if bell is not None:
         changes.html += await _bell(rt, v, bell, ctx)
@@ -269,7 +270,7 @@ async def watch(
         changes.html += await _health(rt, v, health_v, ctx)
     listing = None
     if list_name is not None and v.team_id is not None:
-        listing = await _listing(rt, v.user_id, v.team_id, list_name, newest, limit)
+        listing = await _listing(rt, v.user_id, list_name, newest, limit, found.listing)
     headers = {
         "X-Poll-In": f"{polling.tick_in(changes.ages):.2f}",
         "Cache-Control": "no-store",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -157,3 +158,44 @@ async def test_bad_watch_input_is_a_clear_4xx(page_as, world, query) -> None:
 async def test_watch_needs_a_session(page_as) -> None:
     r = await (await page_as(None)).hx_get("/watch?bell=-1")
     assert r.status_code in (401, 403) or r.headers.get("HX-Redirect")
+
+
+async def test_a_tick_is_one_statement_whatever_it_asks(page_as, world, rt, app, clock) -> None:
+    """Session, bell count, every watched row (changed ones included) and the list's check: one
+    round trip (desk.tick); the worker badge is the process's shared read (warmed here)."""
+    from tests.desk.test_reads import counting
+
+    done = await tasks.create_export(rt, world.staff, world.team, {})
+    waiting = await tasks.create_export(rt, world.staff, world.team, {"q": "printer"})
+    page = await page_as(world.staff)
+    tokens = watched_rows((await page.get("/tasks")).text)
+    assert len(tokens) == 2
+    clock.advance(1)  # the worker's writes are later than the page's copy, as in life
+    assert await execute(rt, registry(), done.id, done.run) == "done"
+    await page.hx_get("/watch?h=")  # the badge's read, shared for a while
+    newer = await tasks.create_export(rt, world.staff, world.team, {"q": "refund"})
+    query = "&".join(f"r={t}" for t in tokens)
+    url = f"/watch?{query}&bell=-1&h=&list=tasks&newest={waiting.id}&limit=8"
+    with counting(app.state.runtime.pg) as seen:
+        r = await page.hx_get(url)
+    assert r.status_code == 200
+    assert 'data-status="Completed"' in r.text and 'id="bell"' in r.text  # a row, the bell
+    assert f'id="task-{newer.id}"' in r.text  # and the list's newer row
+    assert seen[0] == "checkout" and len(seen) == 2, seen
+
+
+async def test_a_change_made_by_time_alone_reads_the_row_again(page_as, world, rt, clock) -> None:
+    """A row whose `updated_at` is still the page's is read without its whole data; when its
+    version moved all the same (Scheduled → Queued: time alone), it is read once more and
+    answered like any changed row."""
+    from desk import reminders
+
+    due = clock.now + timedelta(minutes=1)
+    task = await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], at=due)
+    page = await page_as(world.staff)
+    (token,) = watched_rows((await page.get("/tasks")).text)
+    assert (await page.hx_get(f"/watch?r={token}")).status_code == 204  # still Scheduled
+    clock.advance(60)
+    r = await page.hx_get(f"/watch?r={token}")
+    assert r.status_code == 200 and f'id="task-{task.id}"' in r.text
+    assert 'data-status="Queued"' in r.text and "Cannot log in" in r.text  # the whole row
