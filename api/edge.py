@@ -2,8 +2,9 @@
 
 For each HTTP request, in this order (lifespan, websockets and other scopes pass straight by):
 1. its arrival time, `state["arrived_at"]`, from the runtime's injected clock;
-2. the in-flight bound (api/overload.py): beyond WEB_MAX_IN_FLIGHT, 503 + Retry-After before
-   any other work, without a log line; /health, /metrics and /static/ never count;
+2. the in-flight bound (api/overload.py `Bound`, adapted to how soon answers start): beyond it,
+   503 + Retry-After before any other work, without a log line; /health, /metrics and /static/
+   never count;
 3. its request id (api/observe.py), bound for logging and sent back in `X-Request-ID`;
 4. the body cap (api/limits.py), counted while the body is read;
 5. the security headers (api/headers.py) on the answer;
@@ -57,13 +58,24 @@ class Edge:
     """Pure ASGI (no BaseHTTPMiddleware: it would cost a task and a queue per request)."""
 
     def __init__(
-        self, app: ASGIApp, *, settings: Settings, prod: bool, short: Short | None = None
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        prod: bool,
+        short: Short | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.app = app
+        self.timer = timer  # monotonic seconds: durations and the bound's answer times
         self.settings = settings
         self.prod = prod
         self.short = short
-        self.max_in_flight = settings.web_max_in_flight
+        self.bound = overload.Bound(
+            settings.web_max_in_flight,
+            settings.web_min_in_flight,
+            settings.web_target_latency_ms / 1000,
+        )
         self.in_flight = 0
         hsts = [sec.HSTS] if prod else []  # prod is served over HTTPS (its cookies are Secure)
         self.extra = {
@@ -86,32 +98,35 @@ class Edge:
         if overload.exempt(path):
             await self._serve(scope, receive, send, state)
             return
-        if self.in_flight >= self.max_in_flight:
+        if not self.bound.admits(self.in_flight, overload.urgent(scope)):
             telemetry.overloaded("graphql" if path == "/graphql" else "page")
             await overload.refuse(scope, send)
             return
         # No await between the check and the increment: one event loop, so no race.
         self.in_flight += 1
         try:
-            await self._serve(scope, receive, send, state)
+            await self._serve(scope, receive, send, state, counted=True)
         finally:
             self.in_flight -= 1
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, state: Any) -> None:
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, state: Any, counted: bool = False
+    ) -> None:
         rid = request_id_from(scope)
         state["request_id"] = rid
         token = logs.bind(request_id=rid)
         # Production serves neither GraphiQL nor the API docs: no answer there needs inline code.
         extra = self.extra[sec.PAGES_CSP if self.prod else sec.policy(scope["path"])]
         x = Exchange(self, scope, receive, send, extra, (REQUEST_ID, rid.encode()))
-        began = time.perf_counter()
+        began = x.began = self.timer()
+        x.counted = counted
         try:
             if tracing.enabled():
                 await self._traced(x)
             else:
                 await self._dispatch(x)
         finally:
-            seconds = time.perf_counter() - began
+            seconds = self.timer() - began
             route = observe.route_template(scope)
             self._timed(scope["method"], route, x.status, seconds)
             log.info(
@@ -156,6 +171,8 @@ class Exchange:
 
     __slots__ = (
         "allowed",
+        "began",
+        "counted",
         "cut",
         "declared",
         "edge",
@@ -182,6 +199,7 @@ class Exchange:
         self.edge, self.scope, self.inner_receive, self.inner_send = edge, scope, receive, send
         self.extra, self.rid = extra, rid
         self.status = 500  # what an exception escaping the app becomes
+        self.began, self.counted = 0.0, False
         self.cut = False
         self.allowed = -1  # the route's limit, looked up at the first read (most GETs: never)
         self.named, self.what, self.seen = 0, "", 0
@@ -208,7 +226,15 @@ class Exchange:
         if message["type"] == "http.response.start":
             self.status = message["status"]
             message["headers"] = self._headers(message.get("headers", []))
+            self._started()
         await self.inner_send(message)
+
+    def _started(self) -> None:
+        """The answer's first byte: how long it took tells the bound (a download streaming its
+        body for seconds is not a slow answer)."""
+        if self.counted:
+            now = self.edge.timer()
+            self.edge.bound.seen(now - self.began, now)
 
     def _headers(self, given: Any) -> list[tuple[bytes, bytes]]:
         """The app's headers (without an X-Request-ID of its own: GraphQL sets the same one),
@@ -240,6 +266,7 @@ class Exchange:
         if isinstance(got, Raw):
             self.status = got.status
             headers = [*got.headers, *self.extra, self.rid]  # Raw's own: none of these names
+            self._started()
             await self.inner_send(
                 {"type": "http.response.start", "status": got.status, "headers": headers}
             )

@@ -1,6 +1,6 @@
 """Overload is refused at once: a bound on the HTTP requests one web process serves at a time.
 
-Beyond WEB_MAX_IN_FLIGHT requests in flight, a new one is answered 503 with `Retry-After` before
+Beyond the bound, a new request is answered 503 with `Retry-After` before
 any work is done for it: pages and fragments get a short text (htmx rows back off and retry by
 themselves), `/graphql` the GraphQL error shape with `extensions.code = "OVERLOADED"`. Without
 the bound, a busy process takes every request and serves all of them slowly (issue 11: status
@@ -12,6 +12,17 @@ counted in `taskdesk_http_overloaded_total` instead). Requests that must answer 
 without counting: `/health` (liveness), `/metrics` and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
 the runtime's injected clock): a mutation is judged by when it arrived, not by when the server
 got to it (a reminder "in 10 s" stays in the future however long it waited).
+
+The bound adapts (`Bound`): WEB_MAX_IN_FLIGHT is its ceiling, and while answers start later
+than WEB_TARGET_LATENCY_MS it shrinks, down to WEB_MIN_IN_FLIGHT. A fixed count cannot bound the
+wait: on a saturated process every request in flight shares the CPU, so a request waits about
+(requests in flight) x (CPU per request), and that product, not the count, is what a person feels
+(issue 11's drill: 48 in flight on a box also running PostgreSQL and two workers gave p99 ~700 ms,
+24 gave ~310 ms serving as many). So the bound follows the wait it causes: it is cut by a tenth
+when an answer starts late (at most once per target interval: the answers already in flight were
+admitted under the old bound), and grows by one per `bound` answers that start in time.
+What a person asked for (any method but GET and HEAD: a click, a mutation) is refused only at
+the ceiling: the adapted bound turns away polls first, which come back by themselves.
 """
 
 from __future__ import annotations
@@ -35,6 +46,40 @@ _PAGE_BODY = (
     '<!doctype html><html><head><meta charset="utf-8"><title>Busy</title></head>'
     f"<body><p>{MESSAGE}</p></body></html>"
 ).encode()
+
+
+class Bound:
+    """The in-flight bound, adapted to how soon answers start (see the module docstring).
+
+    `seen(seconds, now)` takes one answer's time from arrival to its first byte and the
+    monotonic time it was seen; `admits(in_flight, urgent)` says whether one more request may
+    start (an urgent one, up to the ceiling).
+    Time is passed in, so tests drive it without a clock."""
+
+    DECREASE = 0.9
+
+    def __init__(self, ceiling: int, floor: int, target_seconds: float) -> None:
+        self.ceiling = ceiling
+        self.floor = min(floor, ceiling)
+        self.target = target_seconds
+        self.limit = float(ceiling)
+        self._cut_at = float("-inf")
+
+    def admits(self, in_flight: int, urgent: bool = False) -> bool:
+        return in_flight < (self.ceiling if urgent else int(self.limit))
+
+    def seen(self, seconds: float, now: float) -> None:
+        if seconds > self.target:
+            if now - self._cut_at >= self.target:
+                self._cut_at = now
+                self.limit = max(float(self.floor), self.limit * self.DECREASE)
+        elif self.limit < self.ceiling:
+            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+
+
+def urgent(scope: Scope) -> bool:
+    """Asked for by a person (a form post, a mutation), not a poll: refused last."""
+    return scope["method"] not in ("GET", "HEAD")
 
 
 def exempt(path: str) -> bool:

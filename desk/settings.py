@@ -96,8 +96,12 @@ class Settings(BaseSettings):
     web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
     # Requests one web process serves at a time (api/overload.py); more are refused at once
     # with 503 + Retry-After instead of all being served late. 48: above the benchmarks' 32
-    # closed-loop connections, and at ~2 ms a request still well under the 250 ms p99 target.
+    # closed-loop connections. The bound adapts between the two counts so that answers start
+    # within the target (a saturated process serves no more with more in flight, only later);
+    # a minimum above the maximum is the maximum (setting only WEB_MAX_IN_FLIGHT low is sane).
     web_max_in_flight: int = Field(default=48, ge=1, le=10_000)
+    web_min_in_flight: int = Field(default=8, ge=1, le=10_000)
+    web_target_latency_ms: int = Field(default=60, ge=5, le=60_000)
     # Telemetry (desk/logs.py, desk/telemetry.py, desk/tracing.py).
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -62,7 +62,7 @@ HTTP_DURATION = Histogram(
 )
 OVERLOADED = Counter(
     "taskdesk_http_overloaded",
-    "Requests refused at once with 503 + Retry-After: WEB_MAX_IN_FLIGHT were in flight",
+    "Requests refused at once with 503 + Retry-After: the in-flight bound was reached",
     ["face"],
 )
 WORKER_BUSY = Gauge("taskdesk_worker_tasks_running", "Tasks this worker runs now", ["worker"])
