@@ -16,20 +16,19 @@ async def test_a_clean_connection_is_handed_out_without_a_loop_turn(rt: Runtime)
     conn = await pool.get_connection()
     assert not _may_have_data(conn)
     await pool.release(conn)
+    loop = asyncio.get_running_loop()
     turns = 0
 
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
+    def count_turn() -> None:  # runs once per loop iteration, rescheduling itself
+        nonlocal turns, handle
+        turns += 1
+        handle = loop.call_soon(count_turn)
 
-    counter = asyncio.create_task(count_turns())
-    await asyncio.sleep(0)
+    handle = loop.call_soon(count_turn)
     before = turns
     conn = await pool.get_connection()
     after = turns
-    counter.cancel()
+    handle.cancel()
     await pool.release(conn)
     assert after == before  # redis-py's zero-timeout read waited one iteration here
 
