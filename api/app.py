@@ -19,9 +19,9 @@ from fastapi.responses import HTMLResponse
 
 from api import errors
 from api.edge import Edge
-from desk import logs, tracing
-from desk.runtime import Runtime
-from desk.settings import ConfigError, Env, Settings, load_settings
+from desk.core import logs, tracing
+from desk.core.runtime import Runtime
+from desk.core.settings import ConfigError, Env, Settings, load_settings
 from ui.fast import FastFragments
 
 # --- Routers ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Who is calling: the session cookie (pages, GraphiQL) or an API bearer token.
 
 The session cookie carries a signed, random session secret; the session itself (user, CSRF
-token, expiry, revocation) lives in PostgreSQL (`desk.sessions`), so logout, a password change
+token, expiry, revocation) lives in PostgreSQL (`desk.people.sessions`), so logout, a password change
 and a member's removal end it server-side. The cookie is HttpOnly, SameSite=Lax, Secure in
 production. Membership is never cached here: desk/ reads it from the database on every call.
 """
@@ -18,12 +18,13 @@ from fastapi.requests import HTTPConnection
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from desk import reads, sessions, users
-from desk.errors import Unauthenticated
-from desk.reads import TaskHit
-from desk.runtime import Runtime
-from desk.sessions import SESSION_MAX_AGE, Session
-from desk.settings import Env
+from desk.core.errors import Unauthenticated
+from desk.core.runtime import Runtime
+from desk.core.settings import Env
+from desk.people import sessions, users
+from desk.people.sessions import SESSION_MAX_AGE, Session
+from desk.reads import tasks as reads
+from desk.reads.tasks import TaskHit
 
 SESSION_COOKIE = "taskdesk_session"
 _CACHE = "taskdesk_session"  # request.state: one lookup per request, however many readers

@@ -15,8 +15,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
 from api.auth import read_session, secure_cookies
-from desk.errors import DeskError, Unauthenticated
-from desk.runtime import Runtime
+from desk.core.errors import DeskError, Unauthenticated
+from desk.core.runtime import Runtime
 
 HEADER = "x-csrf-token"
 FIELD = "csrf_token"

@@ -29,8 +29,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import headers as sec
 from api import limits, observe, overload
-from desk import logs, telemetry, tracing
-from desk.settings import Settings
+from desk.core import logs, metrics, tracing
+from desk.core.settings import Settings
 from ui.fast import Raw
 
 log = logging.getLogger("taskdesk.http")
@@ -99,7 +99,7 @@ class Edge:
             await self._serve(scope, receive, send, state)
             return
         if not self.bound.admits(self.in_flight, overload.urgent(scope)):
-            telemetry.overloaded("graphql" if path == "/graphql" else "page")
+            metrics.overloaded("graphql" if path == "/graphql" else "page")
             await overload.refuse(scope, send)
             return
         # No await between the check and the increment: one event loop, so no race.
@@ -161,7 +161,7 @@ class Edge:
         key = (method, route, status)
         timer = self._timers.get(key)
         if timer is None:
-            timer = self._timers[key] = telemetry.HTTP_DURATION.labels(method, route, str(status))
+            timer = self._timers[key] = metrics.HTTP_DURATION.labels(method, route, str(status))
         timer.observe(seconds)
 
 

@@ -15,7 +15,7 @@ import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from desk.errors import DeskError, QuotaExceeded, TaskConflict
+from desk.core.errors import DeskError, QuotaExceeded, TaskConflict
 
 log = logging.getLogger("taskdesk.web")
 

@@ -18,8 +18,8 @@ import re
 
 from starlette.types import Scope
 
-from desk.errors import DeskError
-from desk.settings import Settings
+from desk.core.errors import DeskError
+from desk.core.settings import Settings
 
 GRAPHQL_MAX_BYTES = 64 * 1024  # schema.app refuses larger operations too
 LOGIN_MAX_BYTES = 16 * 1024  # an e-mail, a password, a token and `next`

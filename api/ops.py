@@ -15,8 +15,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.auth import get_runtime
-from desk.errors import NotFound
-from desk.settings import Env, Settings
+from desk.core.errors import NotFound
+from desk.core.settings import Env, Settings
 
 
 def ops_allowed(settings: Settings, request: Request) -> bool:

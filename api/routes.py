@@ -15,8 +15,10 @@ from api.auth import CurrentCaller, RuntimeDep
 from api.csrf import require_csrf
 from api.limits import BodyTooLarge
 from api.ops import OpsAccess, OpsViewer
-from desk import health, imports, tasks, telemetry
-from desk.errors import ValidationProblem
+from desk.console import health, scrape
+from desk.core.errors import ValidationProblem
+from desk.imports import service as imports
+from desk.work import tasks
 
 router = APIRouter()
 
@@ -36,7 +38,7 @@ async def get_health(rt: RuntimeDep, detail: OpsViewer) -> Response:
 async def metrics(rt: RuntimeDep) -> Response:
     """Prometheus text: this process's counters and histograms, then the ledger's active rows
     (an index path, never a scan of finished work) and the workers/queue gauges."""
-    return Response(await telemetry.scrape(rt), media_type=CONTENT_TYPE_LATEST)
+    return Response(await scrape.scrape(rt), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/tasks/{task_id}/download", tags=["tasks"])

@@ -13,8 +13,8 @@ from pathlib import Path
 from bench import env
 from bench.b_http import TRIGGER_CONNECTIONS, _trigger_script, staff_people
 from bench.web import BASELINE, OURS, serve, session_cookie, wrk
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
 from taskdesk import migrate
 from tests.factories import make_world
 

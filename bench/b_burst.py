@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from bench.b_reminders import _drained, _lateness, _open_tickets
 from bench.harness import Ctx, runtime, wait_tasks, workers
 from bench.stats import Row, Target, percentile
-from desk import reminders, tasks
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.work import reminders, tasks
 
 SCHEDULE_SECONDS_EACH = 0.1  # the reminders' due instant leaves this much per reminder to schedule
 EXPORTS_AHEAD = 6.0  # the exports start this long before the burst, so they are in full swing

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 from bench import procs
 from bench.harness import Ctx, alternate, runtime, wait_tasks, workers
 from bench.stats import Row, Target
-from desk import exports, ledger, tasks
-from desk.models import BackgroundTask
-from desk.runtime import Runtime
+from desk.core.models import BackgroundTask
+from desk.core.runtime import Runtime
+from desk.ledger import accept as ledger
+from desk.work import exports, tasks
 
 FINISHED = "id = :id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
 

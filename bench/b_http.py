@@ -27,8 +27,8 @@ from bench import env
 from bench.harness import Ctx, runtime
 from bench.stats import Row, Target
 from bench.web import BASELINE, OURS, check_ok, lua_request, serve, session_cookie, wrk
-from desk import tasks
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.work import tasks
 
 STATUS_CONNECTIONS = 32
 TRIGGER_CONNECTIONS = 16

@@ -1,6 +1,6 @@
 """import-100k (issues 7, 11): a ticket import of N rows vs PostgreSQL's own `COPY … FROM STDIN`.
 
-Ours: `desk.imports.submit_import` (store + accept) and the IMPORT processor run to COMPLETED
+Ours: `desk.imports.service.submit_import` (store + accept) and the IMPORT processor run to COMPLETED
 in this process (`jobs.execution.execute`, as a worker runs it): parse, validate, resolve
 people, upsert in batches with progress under the fence. Baseline (the issue's row): the same
 CSV bytes copied into a scratch table with the same columns (no validation, no index); target
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from bench import env
 from bench.harness import Ctx, alternate, runtime
 from bench.stats import Row, Target, table
-from desk import imports
+from desk.imports import service as imports
 from jobs.execution import execute
 from jobs.processors import registry
 

@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from bench import env
 from bench.harness import Ctx, clear_namespace, load_people, runtime
 from bench.stats import Row, Target, percentile
-from desk import ledger_sends
-from desk.queue import epoch_key
-from desk.runtime import Runtime
+from desk.core.queue import epoch_key
+from desk.core.runtime import Runtime
+from desk.ledger import sends as ledger_sends
 from jobs import dispatcher
 
 DUE = 1000

@@ -1,4 +1,4 @@
-"""metrics-scrape: the web's /metrics collector (`desk.telemetry.scrape`) over a big ledger.
+"""metrics-scrape: the web's /metrics collector (`desk.console.scrape.scrape`) over a big ledger.
 
 A database of its own gets N finished ledger rows and 1,000 due WAITING rows (as for `sweep`).
 Each run times one whole scrape — this process's counters and histograms, the active-row count
@@ -25,8 +25,8 @@ from bench import env
 from bench.b_ledger import _fill, _vacuum
 from bench.harness import Ctx, runtime
 from bench.stats import Row, Target, table
-from desk import telemetry
-from desk.runtime import Runtime
+from desk.console import scrape as collector
+from desk.core.runtime import Runtime
 
 SEED_SCRAPE = "SELECT kind, status, count(*) AS n FROM background_task GROUP BY 1, 2"
 SCRAPES_PER_RUN = 20  # each run's figure: the median of this many scrapes
@@ -34,7 +34,7 @@ SCRAPES_PER_RUN = 20  # each run's figure: the median of this many scrapes
 
 async def _ours(rt: Runtime) -> float:
     began = time.perf_counter()
-    body = await telemetry.scrape(rt)
+    body = await collector.scrape(rt)
     took = (time.perf_counter() - began) * 1000
     assert b"taskdesk_tasks_active" in body
     return took
@@ -49,7 +49,7 @@ async def _baseline(rt: Runtime) -> float:
 
 async def _sql_only(rt: Runtime) -> float:
     began = time.perf_counter()
-    await telemetry._active(rt, rt.clock())
+    await collector._active(rt, rt.clock())
     return (time.perf_counter() - began) * 1000
 
 

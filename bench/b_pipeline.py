@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from bench import env, procs
 from bench.harness import Ctx, alternate, runtime, wait_tasks, workers
 from bench.stats import Row, Target, percentile
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
 
 RATE = 50.0
 SUBMITTERS = 8

@@ -1,7 +1,7 @@
 """reminder-lateness (idle) and reminder-lateness-busy (while two big exports run).
 
 N reminders on N open tickets of the big team, due evenly over a window that starts a few
-seconds after they are all scheduled (through `desk.reminders.schedule_reminder`, which hands
+seconds after they are all scheduled (through `desk.work.reminders.schedule_reminder`, which hands
 them to arq with a defer). Lateness is `finished_at - run_at` from the ledger (the notification
 is committed at `finished_at`); `started_at - run_at` is kept in the JSON. Busy runs keep two
 exports of the big team (two people, all tickets) running for the whole window.
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 
 from bench.harness import Ctx, People, runtime, wait_tasks, workers
 from bench.stats import Row, Target, percentile
-from desk import reminders, tasks
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.work import reminders, tasks
 
 LEAD_SECONDS = 3.0
 

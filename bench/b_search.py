@@ -2,7 +2,7 @@
 
 Ours: GraphQL `tickets(teamId, filter: {q}, first: 50)` with `totalCount`, posted one at a time
 to the web app (its own uvicorn process) as the big team's admin. Baseline: the same two
-statements `desk.tickets.list_tickets` runs (the count, capped at `COUNT_CAP`, and the first
+statements `desk.helpdesk.tickets.list_tickets` runs (the count, capped at `COUNT_CAP`, and the first
 page), with the same parameters, one after the other on a plain psycopg connection. A fixed list of words of varied selectivity; p50 over
 all requests of a run.
 """
@@ -19,8 +19,8 @@ from bench import env
 from bench.harness import Ctx, alternate
 from bench.stats import Row, Target, percentile
 from bench.web import OURS, serve, session_cookie
-from desk.filters import parse_filter
-from desk.tickets import list_sql
+from desk.helpdesk.filters import parse_filter
+from desk.helpdesk.tickets import list_sql
 
 WORDS = ("invoice", "dark mode", "Wonka", "spam", "退款", "Singapore", "locked", "order #42")
 REPEAT = {True: 2, False: 3}

@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
 
-from desk.settings import Settings, load_settings
+from desk.core.settings import Settings, load_settings
 
 SQL = (
     "SELECT id, kind, status, progress, progress_message, result_summary, finished_at "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-from desk.settings import Settings, load_settings
+from desk.core.settings import Settings, load_settings
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer, RedisServer
 
@@ -124,7 +124,7 @@ def _data_key(sizes: dict[str, int]) -> str:
     h = hashlib.sha256(repr(sorted(sizes.items())).encode())
     for path in sorted((ROOT / "migrations" / "versions").glob("*.py")):
         h.update(path.read_bytes())
-    for rel in ("desk/seed.py", "desk/seed_text.py"):
+    for rel in ("desk/seed/demo.py", "desk/seed/words.py"):
         h.update((ROOT / rel).read_bytes())
     return h.hexdigest()[:10]
 

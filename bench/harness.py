@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 
 from bench import env, procs
 from bench.profiling import recording
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 from bench import env
 from bench.harness import load_people, runtime
 from bench.web import session_cookie
-from desk import tasks
+from desk.work import tasks
 
 CALLERS = 32
 Scope = dict[str, Any]

@@ -23,8 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from bench import env
 from bench.harness import load_people, runtime
-from desk import ledger_run
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.ledger import run as ledger_run
 from jobs.execution import claim_task
 
 CLAIM = (

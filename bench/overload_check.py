@@ -16,8 +16,8 @@ import psycopg
 
 from bench import env
 from bench.web import OURS, lua_request, serve, session_cookie, wrk
-from desk import tasks
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.work import tasks
 from taskdesk import migrate
 from tests.factories import make_world
 

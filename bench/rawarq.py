@@ -19,7 +19,7 @@ from typing import Any
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
 
-from desk.queue import dumps, loads
+from desk.core.queue import dumps, loads
 
 
 class Recorder:

@@ -3,7 +3,7 @@
     python -m bench.submit noop --user U --team T (--count N --concurrency C | --rate R --seconds S)
     python -m bench.submit arq --queue Q (--count N --concurrency C | --rate R --seconds S)
 
-`noop` calls `desk.tasks.submit_noop` (accept in one transaction, then enqueue) with the
+`noop` calls `desk.work.tasks.submit_noop` (accept in one transaction, then enqueue) with the
 settings of the environment; `arq` calls `enqueue_job("noop", {"t": time})` on the same Redis.
 Bursts run N submissions over C concurrent coroutines; paced runs start one every 1/R s
 whatever the previous one is doing (open loop). Prints one JSON line: wall times and counts.
@@ -22,10 +22,10 @@ from typing import Any
 
 from arq.connections import RedisSettings, create_pool
 
-from desk import tasks
-from desk.queue import dumps, loads
-from desk.runtime import Runtime
-from desk.settings import load_settings
+from desk.core.queue import dumps, loads
+from desk.core.runtime import Runtime
+from desk.core.settings import load_settings
+from desk.work import tasks
 
 Submit = Callable[[int], Awaitable[Any]]
 

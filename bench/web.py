@@ -24,7 +24,7 @@ import httpx
 
 from bench import procs
 from bench.profiling import recording
-from desk.settings import Settings
+from desk.core.settings import Settings
 
 # What `taskdesk serve` runs (the process's collector settings included), logging warnings and up
 # as the uvicorn flags below say: every benchmark of ours serves this.

@@ -13,9 +13,9 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 
-from desk import ledger_sends
-from desk.queue import Send
-from desk.runtime import Runtime
+from desk.core.queue import Send
+from desk.core.runtime import Runtime
+from desk.ledger import sends as ledger_sends
 
 log = logging.getLogger(__name__)
 BATCH = 1000  # one Redis round trip sends a whole batch

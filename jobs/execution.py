@@ -20,12 +20,14 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from desk import ledger_run, ledger_upkeep, tracing
-from desk.db import describe_db_error, is_transient, retrying
-from desk.delivery import send_now
-from desk.ledger_run import Row
-from desk.models import BackgroundTask
-from desk.runtime import Runtime
+from desk.core import tracing
+from desk.core.db import describe_db_error, is_transient, retrying
+from desk.core.models import BackgroundTask
+from desk.core.runtime import Runtime
+from desk.ledger import run as ledger_run
+from desk.ledger import upkeep as ledger_upkeep
+from desk.ledger.delivery import send_now
+from desk.ledger.run import Row
 from jobs.outcomes import Cancelled, DatabaseUnreachable, LostFence, Permanent
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class Execution:
         """Run `write` (one fenced statement, or one transaction), again on transient errors
         while the lease lasts (or for `patience` seconds). A write whose reply was lost may have
         committed: repeating it is safe only because its fence (execution id, RUNNING) makes
-        the repeat change nothing more (desk/ledger_run.py)."""
+        the repeat change nothing more (desk/ledger/run.py)."""
         delay = 0.05
         until = None if patience is None else time.monotonic() + patience
         while True:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 
-from desk.clock import utcnow
-from desk.health import worker_key
-from desk.runtime import Runtime
+from desk.console.health import worker_key
+from desk.core.clock import utcnow
+from desk.core.runtime import Runtime
 
 
 def _version() -> str:

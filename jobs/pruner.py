@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from desk import ledger_upkeep
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.ledger import upkeep as ledger_upkeep
 
 BATCH = 1000
 

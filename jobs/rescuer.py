@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from desk import ledger_sends, ledger_upkeep
-from desk.queue import LANES, REDIS_ERRORS, parse_job_id
-from desk.runtime import Runtime
-from desk.tasks import kick
+from desk.core.queue import LANES, REDIS_ERRORS, parse_job_id
+from desk.core.runtime import Runtime
+from desk.ledger import sends as ledger_sends
+from desk.ledger import upkeep as ledger_upkeep
+from desk.work.tasks import kick
 from jobs.heartbeat import live_task_ids
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 dispatcher (with the heartbeat), the rescuer, the janitor and the pruner. `run_worker(settings)`
 blocks until SIGTERM/SIGINT.
 
-Lanes (desk/lanes.py): each lane has its own arq queue and its own slots here, so long work
+Lanes (desk/ledger/lanes.py): each lane has its own arq queue and its own slots here, so long work
 (exports, imports) never takes a slot of short work (reminders). The arq job only claims the
 ledger row: the work then runs in a task of its own under the ledger's lease, so arq's job
 timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
@@ -29,13 +29,14 @@ from arq.connections import RedisSettings
 from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
-from desk import events, lanes, logs, telemetry, tracing
-from desk.db import is_transient
-from desk.ledger_run import Row, batchable
-from desk.models import TaskKind
-from desk.queue import PROCESS_FUNCTION, dumps, job_id, loads
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core import logs, metrics, tracing
+from desk.core.db import is_transient
+from desk.core.models import TaskKind
+from desk.core.queue import PROCESS_FUNCTION, dumps, job_id, loads
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
+from desk.ledger import events, lanes
+from desk.ledger.run import Row, batchable
 from jobs import dispatcher, heartbeat, pruner, rescuer
 from jobs.execution import (
     Processor,
@@ -285,7 +286,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
     reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}
     workers = [build_worker(rt, reg, ln) for ln in lanes_here]
-    await telemetry.start_worker(
+    await metrics.start_worker(
         settings, reg.worker_id, lambda: sum(len(ln.task_ids()) for ln in lanes_here)
     )
     services = start_services(rt, reg)
@@ -351,6 +352,6 @@ def run_worker(settings: Settings) -> None:
 
 
 if __name__ == "__main__":
-    from desk.settings import load_settings
+    from desk.core.settings import load_settings
 
     run_worker(load_settings())

@@ -9,8 +9,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlmodel import SQLModel
 
-import desk.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from desk.settings import load_settings
+import desk.core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from desk.core.settings import load_settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -27,7 +27,7 @@ from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
-from desk.settings import Env, Settings
+from desk.core.settings import Env, Settings
 from schema.context import Identify, build_context
 from schema.errors import (
     INTERNAL,
@@ -200,7 +200,7 @@ def _answer(
 
 def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     """The `/graphql` route for the app factory to include; `identify` tells who calls (the
-    app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads)."""
+    app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads.tasks)."""
     prod = settings.taskdesk_env is Env.PROD
     runner = Runner(build_schema(prod), PROD_RULES if prod else LIMIT_RULES)
     ide = None if prod else _ide_html()

@@ -22,10 +22,14 @@ from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk import lookups, reads, reminders, throttle, tickets
-from desk.errors import DeskError, RateLimited, Unauthenticated
-from desk.models import BackgroundTask, Ticket
-from desk.runtime import Runtime
+from desk.core.errors import DeskError, RateLimited, Unauthenticated
+from desk.core.models import BackgroundTask, Ticket
+from desk.core.runtime import Runtime
+from desk.helpdesk import tickets
+from desk.people import throttle
+from desk.reads import lookups
+from desk.reads import tasks as reads
+from desk.work import reminders
 from schema.errors import fail, problem, too_large
 
 log = logging.getLogger("taskdesk.graphql")
@@ -179,7 +183,7 @@ def ctx_of(info: Info) -> Context:
 
 async def mutation_caller(info: Info) -> tuple[Context, int]:
     """For every mutation: the caller (or UNAUTHENTICATED), counted against the per-user change
-    budget that page form posts share (desk.throttle; RATE_LIMITED beyond it). Redis trouble
+    budget that page form posts share (desk.people.throttle; RATE_LIMITED beyond it). Redis trouble
     lets the mutation through: triggers must keep working while Redis is down."""
     ctx = ctx_of(info)
     user_id = ctx.user_id

@@ -20,7 +20,7 @@ from psycopg import errors as pgerr
 from sqlalchemy import exc as saexc
 from strawberry.scalars import JSON
 
-from desk import errors
+from desk.core import errors
 
 if TYPE_CHECKING:
     from schema.tasks import Task

@@ -13,8 +13,9 @@ from typing import Annotated
 import strawberry
 from strawberry import ID
 
-from desk import imports, lookups
-from desk.errors import NotFound
+from desk.core.errors import NotFound
+from desk.imports import service as imports
+from desk.reads import lookups
 from schema import errors as e
 from schema.context import Context, attempt
 from schema.tasks import Task

@@ -9,9 +9,10 @@ import strawberry
 from strawberry import ID
 from strawberry.scalars import JSON
 
-from desk import lookups, notifications
-from desk.errors import ValidationProblem
-from desk.models import Notification as NotificationRow
+from desk.core.errors import ValidationProblem
+from desk.core.models import Notification as NotificationRow
+from desk.helpdesk import notifications
+from desk.reads import lookups
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
 from schema.types import Edge, PageInfo

@@ -40,7 +40,7 @@ from graphql import (
     VariableNode,
 )
 
-from desk import lookups
+from desk.reads import lookups
 from schema.context import Context
 from schema.tasks import Task
 

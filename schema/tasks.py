@@ -10,11 +10,14 @@ import strawberry
 from strawberry import ID, Private
 from strawberry.scalars import JSON
 
-from desk import lookups, reads, reminders, task_rules, tasks
-from desk.clock import arrived_at
-from desk.errors import NotFound, ValidationProblem
-from desk.models import BackgroundTask, TaskKind, TaskStatus
-from desk.reads import TaskRow
+from desk.core.clock import arrived_at
+from desk.core.errors import NotFound, ValidationProblem
+from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.ledger import rules as task_rules
+from desk.reads import lookups
+from desk.reads import tasks as reads
+from desk.reads.tasks import TaskRow
+from desk.work import reminders, tasks
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
 from schema.tickets import TicketFilterInput

@@ -1,5 +1,5 @@
 """Tickets over GraphQL: `ticket`, `tickets` (a Relay-style connection), `createTicket`,
-`updateTicket`, and the filter input that exports share. Rules live in desk.tickets."""
+`updateTicket`, and the filter input that exports share. Rules live in desk.helpdesk.tickets."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import strawberry
 from strawberry import ID
 from strawberry.types.nodes import SelectedField, Selection
 
-from desk import lookups, tickets
-from desk.errors import NotFound, ValidationProblem
-from desk.filters import parse_filter
-from desk.models import Priority, TicketStatus
+from desk.core.errors import NotFound, ValidationProblem
+from desk.core.models import Priority, TicketStatus
+from desk.helpdesk import tickets
+from desk.helpdesk.filters import parse_filter
+from desk.reads import lookups
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
 from schema.types import Ticket, TicketConnection
@@ -36,7 +37,7 @@ class TicketFilterInput:
     q: str | None = strawberry.field(default=None, description="Title contains (any case).")
 
     def raw(self) -> dict[str, Any]:
-        """The plain form desk.filters.parse_filter validates and normalises."""
+        """The plain form desk.helpdesk.filters.parse_filter validates and normalises."""
         out: dict[str, Any] = {"assignment": self.assignment.value}
         if self.status:
             out["status"] = [s.value for s in self.status]

@@ -8,9 +8,10 @@ from typing import Annotated
 import strawberry
 from strawberry import ID
 
-from desk import lookups, users
-from desk.errors import NotAllowed, NotFound
-from desk.models import ApiToken as ApiTokenRow
+from desk.core.errors import NotAllowed, NotFound
+from desk.core.models import ApiToken as ApiTokenRow
+from desk.people import users
+from desk.reads import lookups
 from schema import errors as e
 from schema.context import Context, attempt, ctx_of
 

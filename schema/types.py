@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Generic, TypeVar
 import strawberry
 from strawberry import ID, Private
 
-from desk import lookups, tickets
-from desk.models import Priority, Role, TaskKind, TaskStatus, TicketStatus
-from desk.models import Ticket as TicketRow
+from desk.core.models import Priority, Role, TaskKind, TaskStatus, TicketStatus
+from desk.core.models import Ticket as TicketRow
+from desk.helpdesk import tickets
+from desk.reads import lookups
 from schema.context import ctx_of
 
 if TYPE_CHECKING:

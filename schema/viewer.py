@@ -7,8 +7,10 @@ from datetime import datetime
 import strawberry
 from strawberry import ID
 
-from desk import health, lookups, users
-from desk.errors import Unauthenticated
+from desk.console import health
+from desk.core.errors import Unauthenticated
+from desk.people import users
+from desk.reads import lookups
 from schema.context import ctx_of
 from schema.errors import fail
 from schema.types import Me, Membership, Team

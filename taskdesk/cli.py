@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from desk.errors import DeskError
-from desk.settings import ConfigError
+from desk.core.errors import DeskError
+from desk.core.settings import ConfigError
 from taskdesk import dev
 from taskdesk.commands import (
     import_tickets,

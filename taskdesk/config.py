@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from desk.settings import ConfigError, Settings, load_settings
+from desk.core.settings import ConfigError, Settings, load_settings
 from taskdesk.embedded import EmbeddedError, PostgresServer, RedisServer
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from desk.settings import Settings, load_settings
+from desk.core.settings import Settings, load_settings
 from taskdesk.children import Child, ChildDied, check_children, spawn, stop_children, supervise
 from taskdesk.commands import DATA_DIR_HELP, Subparsers
 from taskdesk.config import remove_dev_record, write_dev_record
@@ -162,8 +162,8 @@ def prepare_database(settings: Settings) -> None:
 
 
 async def _seed(settings: Settings) -> None:
-    from desk.runtime import Runtime
-    from desk.seed import seed_demo
+    from desk.core.runtime import Runtime
+    from desk.seed.demo import seed_demo
 
     rt = await Runtime.open(settings)
     try:
@@ -223,7 +223,7 @@ def _urls(settings: Settings) -> dict[str, str]:
 
 
 def print_banner(settings: Settings, url: str, took: float, children: list[Child]) -> None:
-    from desk.seed import DEMO_LOGINS, DEMO_PASSWORD
+    from desk.seed.demo import DEMO_LOGINS, DEMO_PASSWORD
 
     workers = [c.proc.pid for c in children if c.restartable]
 

@@ -18,9 +18,9 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from desk.db import create_engine
-from desk.runtime import Runtime
-from desk.settings import Settings, load_settings
+from desk.core.db import create_engine
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings, load_settings
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer, RedisServer
 from tests.factories import World, make_world

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import httpx
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """Signed-in sessions for tests and benchmarks, made without a sign-in request: a row in
-`web_session` (as desk.sessions.open_session writes it) and the cookie the app would set.
+`web_session` (as desk.people.sessions.open_session writes it) and the cookie the app would set.
 
 Synchronous on purpose: fixtures and `Api.headers()` build cookies outside the event loop.
 The sessions last a year, so tests that move the FakeClock forward by days stay signed in."""
@@ -14,7 +14,7 @@ import psycopg
 from itsdangerous import URLSafeTimedSerializer
 
 from api.auth import SESSION_COOKIE
-from desk.settings import Settings
+from desk.core.settings import Settings
 
 
 def signed_in(settings: Settings, user_id: int) -> tuple[str, str]:

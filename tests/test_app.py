@@ -12,8 +12,8 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app, home
-from desk.errors import NotAllowed, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
-from desk.settings import ConfigError, Settings
+from desk.core.errors import NotAllowed, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.core.settings import ConfigError, Settings
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ def test_password_change_signs_the_user_out_everywhere(settings, world, monkeypa
             "SELECT password_hash FROM app_user WHERE id = %s", (world.staff,)
         ).fetchone()
     assert dict(live) == {world.admin: 1}
-    from desk.passwords import verify_password
+    from desk.people.passwords import verify_password
 
     assert verify_password(stored[0], "a-brand-new-password")
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))

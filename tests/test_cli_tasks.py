@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from desk import tasks
+from desk.work import tasks
 from tests.helpers import ROOT, settings_env
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from taskdesk.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent

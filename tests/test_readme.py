@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

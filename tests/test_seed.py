@@ -5,9 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from desk import seed, users
-from desk.errors import NotFound
-from desk.runtime import Runtime
+from desk.core.errors import NotFound
+from desk.core.runtime import Runtime
+from desk.people import users
+from desk.seed import demo as seed
 
 TABLES = ("team", "app_user", "membership", "ticket")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from desk.settings import ConfigError, Env, Settings, load_settings
+from desk.core.settings import ConfigError, Env, Settings, load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from fastapi.responses import PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from desk.errors import DeskError
+from desk.core.errors import DeskError
 from ui.viewer import viewer_for_error
 
 STATIC = Path(__file__).parent / "static"
@@ -121,7 +121,7 @@ def _wants_page(request: Request) -> bool:
 
 async def not_found(request: Request, exc: Exception) -> Response:
     """An unknown address: the pages' 404 for a browser, the usual JSON for anything else."""
-    from desk.errors import NotFound
+    from desk.core.errors import NotFound
     from ui.route import error_page
 
     if _wants_page(request):

@@ -1,5 +1,5 @@
 """Admin pages: the team's members (add by e-mail, change role, remove) and the admin's API
-tokens (create — shown once —, list, revoke). The rules live in `desk.members` and `desk.users`;
+tokens (create — shown once —, list, revoke). The rules live in `desk.people.members` and `desk.people.users`;
 staff and customers get the friendly 403 page, outsiders "not found"."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
-from desk import members, users
-from desk.errors import ValidationProblem
-from desk.models import Role
-from desk.runtime import Runtime
+from desk.core.errors import ValidationProblem
+from desk.core.models import Role
+from desk.core.runtime import Runtime
+from desk.people import members, users
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import PageViewer, Viewer

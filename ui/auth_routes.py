@@ -1,7 +1,7 @@
 """Sign-in and out, and the team switcher. After signing in, people land where they were going
 (`next`, only ever a path on this site).
 
-Sign-in is throttled per account and per client address (desk.throttle, shared through Redis)
+Sign-in is throttled per account and per client address (desk.people.throttle, shared through Redis)
 before any password is checked; a throttled form says how long to wait, with 429 and
 `Retry-After`. Signing out revokes the session server-side, so a copied cookie stops working.
 """
@@ -12,8 +12,8 @@ from fastapi import APIRouter, Request, Response
 
 from api import csrf
 from api.auth import RuntimeDep, end_session, read_session, secure_cookies, start_session
-from desk import throttle, users
-from desk.errors import NotFound
+from desk.core.errors import NotFound
+from desk.people import throttle, users
 from ui import i18n
 from ui.render import render
 from ui.route import UiRoute, csrf_exempt, redirect, uncounted

@@ -7,8 +7,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
-from desk import health, inputs, notifications, reads
-from desk.errors import ValidationProblem
+from desk.console import health
+from desk.core import inputs
+from desk.core.errors import ValidationProblem
+from desk.helpdesk import notifications
+from desk.reads import tasks as reads
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import BellViewer, FragmentViewer, PageViewer

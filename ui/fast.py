@@ -123,7 +123,7 @@ class FastFragments:
         if path == WATCH:
             params = watch_params(scope)
             scope["route"] = self._route(WATCH)
-            # One statement: the viewer comes with the tick (ui.watch.answer, desk.tick).
+            # One statement: the viewer comes with the tick (ui.watch.answer, desk.reads.tick).
             return await watch.answer(Request(scope, receive), rt, **params)
         found = ROW_PATH.fullmatch(path)
         if found is None:
@@ -136,11 +136,12 @@ class FastFragments:
 
 async def _row(rt: Any, scope: Scope, raw_id: str, since: float | None) -> Raw:
     """An unfinished row, as the route's htmx answer (`ui.tasks_routes.task_row`) gives it:
-    the session, its user and the task in one statement (`desk.reads.viewer`), the row from the
+    the session, its user and the task in one statement (`desk.reads.tasks.viewer`), the row from the
     render cache. Whatever else the route would answer (a finished row's trigger, a sign-in,
     a 404) is Declined."""
     from api.auth import session_secret
-    from desk import inputs, reads
+    from desk.core import inputs
+    from desk.reads import tasks as reads
     from ui import i18n, render, task_lists
     from ui.viewer import zone
 

@@ -1,7 +1,7 @@
 """The admin "Import tickets" page: the upload form and the team's imports, following themselves.
 
 Submitting stores the upload and starts the import in one transaction
-(`desk.imports.submit_import`) and answers at once with a message plus the refreshed import
+(`desk.imports.service.submit_import`) and answers at once with a message plus the refreshed import
 list, so the Queued row appears without a reload. A second submit while an import of the team is still
 queued or running attaches to that one (409), as the Export button does. Bad files get their
 reason as a 4xx message in the form (too big 413, unreadable 400, empty / not a CSV 422).
@@ -21,10 +21,12 @@ from starlette.requests import ClientDisconnect
 
 from api.auth import RuntimeDep
 from api.limits import BodyTooLarge, size_text
-from desk import exports, imports, members, tasks
-from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
-from desk.models import BackgroundTask, TaskKind, TaskStatus
-from desk.runtime import Runtime
+from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.runtime import Runtime
+from desk.imports import service as imports
+from desk.people import members
+from desk.work import exports, tasks
 from ui import task_lists
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect

@@ -93,7 +93,7 @@ def row_version(updated_at: datetime, label: str, paused: bool) -> str:
 # For each version this process handed out (or checked): the `updated_at` it was made of and
 # when it was made (µs since the epoch). The watcher's tick reads a row whose `updated_at` is
 # still the page's, and none of whose times (run_at, lease, expiry) passed since, without the
-# columns only a changed row needs (desk.tick). Never trusted for an answer: whether a row
+# columns only a changed row needs (desk.reads.tick). Never trusted for an answer: whether a row
 # changed is decided by comparing versions made afresh, and a wrong or missing entry only means
 # a second read.
 KNOWN_MAX = 65_536

@@ -1,7 +1,7 @@
 """The reminder box on a ticket (staff only): presets, a custom time in the user's timezone, the
 pending reminder with Cancel, and recent reminders — skipped ones say why.
 
-`desk.reminders` owns every rule (who may, supersede, double click); this module turns the
+`desk.work.reminders` owns every rule (who may, supersede, double click); this module turns the
 buttons into a due time and renders the box again.
 """
 
@@ -13,11 +13,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep
-from desk import reminders, tasks, tickets
-from desk.clock import arrived_at
-from desk.errors import TaskConflict, ValidationProblem
-from desk.models import TaskKind, Ticket
-from desk.runtime import Runtime
+from desk.core.clock import arrived_at
+from desk.core.errors import TaskConflict, ValidationProblem
+from desk.core.models import TaskKind, Ticket
+from desk.core.runtime import Runtime
+from desk.helpdesk import tickets
+from desk.work import reminders, tasks
 from ui import taskview
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect

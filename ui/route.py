@@ -20,8 +20,8 @@ from starlette.exceptions import HTTPException
 from api import csrf
 from api.auth import read_session
 from api.errors import retry_after_headers
-from desk import throttle
-from desk.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
+from desk.core.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
+from desk.people import throttle
 from ui.render import is_htmx, render
 from ui.viewer import LoginRequired, login_url, same_site_path
 

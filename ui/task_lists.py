@@ -1,4 +1,4 @@
-"""Task lists as the pages show them: rows read through `desk.reads` (one statement per list or
+"""Task lists as the pages show them: rows read through `desk.reads.tasks` (one statement per list or
 row), reminder rows titled by their ticket."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from desk import reads
-from desk.errors import NotFound
-from desk.models import BackgroundTask, TaskKind, TaskStatus
-from desk.reads import TaskHit, TaskRow
-from desk.runtime import Runtime
+from desk.core.errors import NotFound
+from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.runtime import Runtime
+from desk.reads import tasks as reads
+from desk.reads.tasks import TaskHit, TaskRow
 from ui import taskview
 from ui.taskview import TaskView
 

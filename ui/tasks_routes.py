@@ -16,9 +16,9 @@ from fastapi.responses import HTMLResponse
 
 from api.auth import RuntimeDep
 from api.errors import retry_after_headers
-from desk import tasks
-from desk.errors import QuotaExceeded, TaskConflict, ValidationProblem
-from desk.models import TaskStatus
+from desk.core.errors import QuotaExceeded, TaskConflict, ValidationProblem
+from desk.core.models import TaskStatus
+from desk.work import tasks
 from ui import params, task_lists
 from ui.render import fragment, is_htmx, render, row_fragment
 from ui.route import UiRoute, redirect

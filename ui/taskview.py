@@ -4,8 +4,8 @@ An import's row also carries its file name, mode and counts, and offers the reje
 once it has ended with any.
 
 Everything here is presentation over a task the desk returned (so already visible to the
-viewer): a `desk.reads.TaskRow` or a `BackgroundTask`; the status words come from
-`desk.task_rules.status_label`.
+viewer): a `desk.reads.tasks.TaskRow` or a `BackgroundTask`; the status words come from
+`desk.ledger.rules.status_label`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from desk import filters, lanes, task_rules
-from desk.errors import ValidationProblem
-from desk.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
-from desk.reads import TaskRow
+from desk.core.errors import ValidationProblem
+from desk.core.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
+from desk.helpdesk import filters
+from desk.ledger import lanes
+from desk.ledger import rules as task_rules
+from desk.reads.tasks import TaskRow
 from ui import polling
 
 KIND_LABELS = {
@@ -178,7 +180,7 @@ def build(
         can_retry=task_rules.can_retry(task),
         mode=str(task.filters.get("mode") or "") if task.kind == TaskKind.IMPORT else None,
         counts=counts,
-        # desk lets whoever sees an import read its report (`desk.imports.open_report`).
+        # desk lets whoever sees an import read its report (`desk.imports.service.open_report`).
         can_report=not active and counts is not None and counts.rejected > 0,
         paused=task.status == TaskStatus.WAITING and lanes.lane_of(task.kind) in paused_lanes,
     )

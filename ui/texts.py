@@ -1,7 +1,7 @@
 """Server-written text in the reader's language: desk messages, export descriptions, numbers.
 
 The desk records a message as a key and parameters beside its English sentence
-(`desk.messages`); here the key's template goes through the reader's catalog and each
+(`desk.core.messages`); here the key's template goes through the reader's catalog and each
 parameter is formatted for them — counts with their locale's grouping, times in their time zone,
 ticket statuses as the pages name them. A row written before keys existed (no key) shows its
 English sentence, translated when the catalog happens to know it.
@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from desk import filters, messages
-from desk.errors import ValidationProblem
+from desk.core import messages
+from desk.core.errors import ValidationProblem
+from desk.helpdesk import filters
 from ui.i18n import Catalog
 
 # Digit grouping and decimal mark per locale (CLDR: both English and Chinese write 1,350,030).

@@ -1,6 +1,6 @@
 """Tickets: the workspace list (filters in the URL, keyset paging, counts), a ticket's page with
 its status/priority/assignee form, and creating a ticket. Customers see only their own tickets —
-`desk.tickets` decides that, the page only shows what it is given."""
+`desk.helpdesk.tickets` decides that, the page only shows what it is given."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import filters, inputs, tickets
-from desk.errors import ValidationProblem
-from desk.models import Priority, Role, TicketStatus
-from desk.runtime import Runtime
+from desk.core import inputs
+from desk.core.errors import ValidationProblem
+from desk.core.models import Priority, Role, TicketStatus
+from desk.core.runtime import Runtime
+from desk.helpdesk import filters, tickets
 from ui import task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
@@ -26,7 +27,7 @@ FILTER_KEYS = ("status", "priority", "assignment", "assignee_id", "q")
 
 
 def filter_input(values: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
-    """Form or query values → the raw dict `desk.filters.parse_filter` validates."""
+    """Form or query values → the raw dict `desk.helpdesk.filters.parse_filter` validates."""
     raw: dict[str, Any] = {}
     for key in FILTER_KEYS:
         items = [str(x) for x in values.get(key, []) if str(x).strip()]

@@ -16,12 +16,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import Depends, Request
 
 from api.auth import RuntimeDep, remember_session, session_secret
-from desk import inputs, reads, users
-from desk.errors import NotFound
-from desk.models import Role
-from desk.reads import Person, SessionView, TaskHit
-from desk.runtime import Runtime
-from desk.users import TeamRole
+from desk.core import inputs
+from desk.core.errors import NotFound
+from desk.core.models import Role
+from desk.core.runtime import Runtime
+from desk.people import users
+from desk.people.users import TeamRole
+from desk.reads import tasks as reads
+from desk.reads.tasks import Person, SessionView, TaskHit
 from ui import i18n
 
 TEAM_COOKIE = "taskdesk_team"
@@ -71,7 +73,7 @@ class Viewer:
     tz: ZoneInfo
     team_id: int | None  # the preferred team; membership is checked by desk on every call
     teams: list[TeamRole] = field(default_factory=list)  # loaded for whole pages only
-    # A GET of `/tasks/{task_id}…` reads that task with the session (desk.reads.viewer): one
+    # A GET of `/tasks/{task_id}…` reads that task with the session (desk.reads.tasks.viewer): one
     # statement for the polled row; `ui.task_lists.row(..., found=v.task)` uses it.
     task: TaskHit | None = None
     unread: int | None = None  # read with the session for the bell (`bell_viewer`)

@@ -24,11 +24,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request, Response
 
 from api.auth import RuntimeDep, session_secret
-from desk import health, lanes, notifications, reads, task_rules, tick
-from desk.errors import ValidationProblem
-from desk.models import TaskKind
-from desk.reads import TaskPage
-from desk.runtime import Runtime
+from desk.console import health
+from desk.core.errors import ValidationProblem
+from desk.core.models import TaskKind
+from desk.core.runtime import Runtime
+from desk.helpdesk import notifications
+from desk.ledger import lanes
+from desk.ledger import rules as task_rules
+from desk.reads import tasks as reads
+from desk.reads import tick
+from desk.reads.tasks import TaskPage
 from ui import params, polling, task_lists, viewer
 from ui.render import render_html
 from ui.route import UiRoute

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from bench import env
 from bench.load.client import Person
 from bench.web import session_cookie
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
 
 TEAM = "Load"
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from desk import exports
-from desk.models import BackgroundTask
-from desk.runtime import Runtime
+from desk.core.models import BackgroundTask
+from desk.core.runtime import Runtime
+from desk.work import exports
 
 
 async def wait_finished(rt: Runtime, ids: list[int], within: float) -> int:

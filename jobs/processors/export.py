@@ -1,12 +1,12 @@
 """EXPORT: PostgreSQL writes the CSV straight into stored chunks while the worker reports progress.
 
 The matching tickets are split into id ranges of `ROWS_PER_CHUNK` rows; each range becomes one
-chunk by one `INSERT … SELECT` (desk.exports.chunk_sql), so the CSV bytes never travel to the
+chunk by one `INSERT … SELECT` (desk.work.exports.chunk_sql), so the CSV bytes never travel to the
 worker and back, and no Python runs per row. Up to `WRITERS` connections store ranges at the same
 time, all in one REPEATABLE READ snapshot (exported by the first), so the file shows the
 tickets as they were at one instant, exactly as one `COPY` would. Each chunk is built holding
 one of EXPORT_BUILD_SLOTS slots shared by every worker through the database
-(desk.exports.build_slot): an export alone gets two writers, exports together take turns.
+(desk.work.exports.build_slot): an export alone gets two writers, exports together take turns.
 Chunks are keyed by execution id; only the execution that wins the fenced finish keeps them.
 The worker holds no CSV in memory.
 """
@@ -25,7 +25,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk import access, exports, ledger_run, ledger_upkeep
+from desk.ledger import run as ledger_run
+from desk.ledger import upkeep as ledger_upkeep
+from desk.people import access
+from desk.work import exports
 from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 

@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-from desk import access, import_apply, import_csv, ledger_run
-from desk.errors import ValidationProblem
+from desk.core.errors import ValidationProblem
+from desk.imports import apply as import_apply
+from desk.imports import reader as import_csv
+from desk.ledger import run as ledger_run
+from desk.people import access
 from jobs.execution import Execution
 from jobs.outcomes import Cancelled, LostFence, Permanent
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-from desk import ledger_run, ledger_upkeep
-from desk.db import retrying
-from desk.ledger_run import Row
-from desk.runtime import Runtime
+from desk.core.db import retrying
+from desk.core.runtime import Runtime
+from desk.ledger import run as ledger_run
+from desk.ledger import upkeep as ledger_upkeep
+from desk.ledger.run import Row
 from jobs.execution import Execution
 from jobs.outcomes import LostFence, Permanent
 
@@ -45,7 +46,7 @@ async def process(ex: Execution) -> None:
         await asyncio.sleep(float(script.get("step_seconds", 0.05)))
         await ex.progress(current=i + 1, total=steps, message=f"step {i + 1} / {steps}")
     # One fenced autocommit statement, repeated on a transient error: a repeat after a lost
-    # reply answers with the row this execution completed (desk/ledger_run.py).
+    # reply answers with the row this execution completed (desk/ledger/run.py).
     done = await ex.fenced(
         lambda: ledger_run.complete(
             ex.rt.pg,

@@ -8,10 +8,12 @@ message arrives or whichever worker dies mid-batch (its rows are rescued and fir
 
 from __future__ import annotations
 
-from desk import ledger_upkeep, notifications, reminder_firing
-from desk.ledger_run import Row
-from desk.messages import message
-from desk.runtime import Runtime
+from desk.core.messages import message
+from desk.core.runtime import Runtime
+from desk.helpdesk import notifications
+from desk.ledger import upkeep as ledger_upkeep
+from desk.ledger.run import Row
+from desk.work import reminder_firing
 from jobs.execution import Execution
 from jobs.outcomes import LostFence
 

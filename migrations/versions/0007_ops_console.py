@@ -62,7 +62,7 @@ BEGIN
     ELSIF OLD.status = 'RUNNING' AND (
         NEW.last_error LIKE 'The worker running this task stopped responding%'
         OR NEW.last_error LIKE 'Database unreachable: the worker running this task could not renew%'
-    ) THEN  -- the rescuer's words (desk/ledger.py rescue)
+    ) THEN  -- the rescuer's words (desk/ledger/accept.py rescue)
       ev := 'rescued';
       det := NEW.last_error;
     ELSIF OLD.status = 'RUNNING' THEN

@@ -9,7 +9,7 @@ database whose ctype is C (it only sees ASCII letters and digits as word charact
 `title ILIKE '%退款%'` was a sequential scan of the whole table (273 ms on 1M tickets).
 pg_bigm is not available here, so a bigram index is built from plain SQL: an IMMUTABLE
 function giving a title's lower-cased character pairs, and a GIN index on it. The ticket list
-adds `taskdesk_bigrams(title) @> taskdesk_bigrams(q)` for such words (desk/filters.py); the
+adds `taskdesk_bigrams(title) @> taskdesk_bigrams(q)` for such words (desk/helpdesk/filters.py); the
 exact `ILIKE` stays, so results never depend on the index. `ILIKE` compares `lower()` of both
 sides, the same `lower()` the function applies, so every true match passes the bigram test.
 

@@ -50,9 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Any, args: argparse.Namespace) -> int:
-    from desk import imports, ops
-    from desk.errors import TaskConflict
-    from desk.runtime import Runtime
+    from desk.console import task_admin as ops
+    from desk.core.errors import TaskConflict
+    from desk.core.runtime import Runtime
+    from desk.imports import service as imports
 
     rt = await Runtime.open(settings, pool_size=2)
     try:
@@ -81,7 +82,8 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
 
 
 async def _follow(rt: Any, user: int, task_id: int, report: Path | None) -> int:
-    from desk import imports, tasks
+    from desk.imports import service as imports
+    from desk.work import tasks
 
     tty = sys.stderr.isatty()
     last_line = 0.0

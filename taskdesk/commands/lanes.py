@@ -1,6 +1,6 @@
 """`taskdesk lanes`: list the lanes (kinds, slots, pause state), pause or resume one.
 
-A paused lane keeps accepting tasks; they wait, unsent, until it is resumed (desk/lanes.py)."""
+A paused lane keeps accepting tasks; they wait, unsent, until it is resumed (desk/ledger/lanes.py)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def _cmd(action: str) -> Any:
 
 
 async def _run(settings: Any, action: str, lane: str | None) -> None:
-    from desk import lanes
-    from desk.runtime import Runtime
+    from desk.core.runtime import Runtime
+    from desk.ledger import lanes
 
     rt = await Runtime.open(settings, pool_size=1)
     try:

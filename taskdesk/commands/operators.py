@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import resolve_settings
 
@@ -45,7 +45,7 @@ def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
 
 
 async def _with_runtime(settings: Settings, action: Action, args: argparse.Namespace) -> int:
-    from desk.runtime import Runtime
+    from desk.core.runtime import Runtime
 
     rt = await Runtime.open(settings, pool_size=1)
     try:
@@ -55,7 +55,7 @@ async def _with_runtime(settings: Settings, action: Action, args: argparse.Names
 
 
 async def _add(rt: Any, args: argparse.Namespace) -> int:
-    from desk import operators
+    from desk.people import operators
 
     added = await operators.add(rt, args.email)
     print(f"{args.email} is {'now' if added else 'already'} an operator")
@@ -63,7 +63,7 @@ async def _add(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _remove(rt: Any, args: argparse.Namespace) -> int:
-    from desk import operators
+    from desk.people import operators
 
     removed = await operators.remove(rt, args.email)
     print(f"{args.email} is {'no longer' if removed else 'not'} an operator")
@@ -71,7 +71,7 @@ async def _remove(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _list(rt: Any, args: argparse.Namespace) -> int:
-    from desk import operators
+    from desk.people import operators
 
     rows = await operators.list_all(rt)
     for r in rows:

@@ -1,6 +1,6 @@
 """`taskdesk password --user EMAIL`: set a person's password (read from stdin, or asked twice
 on a terminal) and sign them out everywhere — every session they had ends at once
-(desk.users.set_password)."""
+(desk.people.users.set_password)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import getpass
 import sys
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import resolve_settings
 
@@ -41,8 +41,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _set(settings: Settings, email: str, password: str) -> int:
-    from desk import ops, users
-    from desk.runtime import Runtime
+    from desk.console import task_admin as ops
+    from desk.core.runtime import Runtime
+    from desk.people import users
 
     rt = await Runtime.open(settings, pool_size=1)
     try:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 import time
 
-from desk.settings import ConfigError, Env, Settings
+from desk.core.settings import ConfigError, Env, Settings
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import resolve_settings
 
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _seed(settings: Settings, tickets: int | None, team: str) -> int:
-    from desk import seed
-    from desk.runtime import Runtime
+    from desk.core.runtime import Runtime
+    from desk.seed import demo as seed
 
     rt = await Runtime.open(settings)
     try:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import resolve_settings
 
@@ -88,7 +88,7 @@ def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
 
 
 async def _with_runtime(settings: Settings, action: Action, args: argparse.Namespace) -> None:
-    from desk.runtime import Runtime
+    from desk.core.runtime import Runtime
 
     rt = await Runtime.open(settings, pool_size=2)
     try:
@@ -102,8 +102,8 @@ def _when(value: datetime | None) -> str:
 
 
 async def _list(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops
-    from desk.tasks import status_label
+    from desk.console import task_admin as ops
+    from desk.work.tasks import status_label
 
     rows = await ops.list_tasks(
         rt, status=args.status, kind=args.kind, team=args.team, limit=args.limit
@@ -123,8 +123,9 @@ async def _list(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _show(rt: Any, args: argparse.Namespace) -> None:
-    from desk import health, ops
-    from desk.lanes import lane_of
+    from desk.console import health
+    from desk.console import task_admin as ops
+    from desk.ledger.lanes import lane_of
 
     task = await ops.get(rt, args.id)
     for name in FIELDS:
@@ -142,7 +143,7 @@ async def _show(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _cancel(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops
+    from desk.console import task_admin as ops
 
     task = await ops.cancel(rt, args.id)
     print(
@@ -151,15 +152,16 @@ async def _cancel(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _retry(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops
+    from desk.console import task_admin as ops
 
     task = await ops.retry(rt, args.id)
     print(f"task {task.id}: {task.status}, run {task.run}")
 
 
 async def _export(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops, tasks
-    from desk.errors import TaskConflict
+    from desk.console import task_admin as ops
+    from desk.core.errors import TaskConflict
+    from desk.work import tasks
 
     user = await ops.user_id_by_email(rt, args.user)
     team = await ops.team_id_by_name(rt, args.team)
@@ -178,7 +180,8 @@ async def _export(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _remind(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops, reminders
+    from desk.console import task_admin as ops
+    from desk.work import reminders
 
     user = await ops.user_id_by_email(rt, args.user)
     task = await reminders.schedule_reminder(
@@ -188,7 +191,8 @@ async def _remind(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _download(rt: Any, args: argparse.Namespace) -> None:
-    from desk import ops, tasks
+    from desk.console import task_admin as ops
+    from desk.work import tasks
 
     user = await ops.user_id_by_email(rt, args.user)
     f = await tasks.open_export_result(rt, user, args.id)

@@ -9,7 +9,7 @@ import asyncio
 import sys
 from typing import Any
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from taskdesk.commands import Subparsers, add_data_dir
 from taskdesk.config import resolve_settings
 
@@ -50,7 +50,7 @@ def _cmd(action: Any) -> Any:
 
 
 async def _with_runtime(settings: Settings, action: Any, args: argparse.Namespace) -> int:
-    from desk.runtime import Runtime
+    from desk.core.runtime import Runtime
 
     rt = await Runtime.open(settings, pool_size=1)
     try:
@@ -60,7 +60,8 @@ async def _with_runtime(settings: Settings, action: Any, args: argparse.Namespac
 
 
 async def _create(rt: Any, args: argparse.Namespace) -> int:
-    from desk import ops, users
+    from desk.console import task_admin as ops
+    from desk.people import users
 
     user_id = await ops.user_id_by_email(rt, args.user)
     row, token = await users.create_token(rt, user_id, args.name)
@@ -74,7 +75,8 @@ async def _create(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _list(rt: Any, args: argparse.Namespace) -> int:
-    from desk import ops, users
+    from desk.console import task_admin as ops
+    from desk.people import users
 
     rows = await users.list_tokens(rt, await ops.user_id_by_email(rt, args.user))
     print(f"{'id':>5}  {'prefix':<14} {'state':<8} {'last used':<17} name")
@@ -89,8 +91,9 @@ async def _list(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _revoke(rt: Any, args: argparse.Namespace) -> int:
-    from desk import ops, users
-    from desk.errors import NotFound
+    from desk.console import task_admin as ops
+    from desk.core.errors import NotFound
+    from desk.people import users
 
     user_id = await ops.user_id_by_email(rt, args.user)
     wanted = args.token.strip()

@@ -23,8 +23,8 @@ from api.headers import (
 from api.limits import BodyTooLarge, route_limit
 from api.observe import route_template
 from api.overload import exempt, refuse
-from desk import logs, telemetry, tracing
-from desk.settings import Settings
+from desk.core import logs, metrics, tracing
+from desk.core.settings import Settings
 
 log = logging.getLogger("taskdesk.http")
 SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -81,7 +81,7 @@ class Observe:
         finally:
             seconds = time.perf_counter() - began
             route = route_template(scope)
-            telemetry.http_request(method, route, status, seconds)
+            metrics.http_request(method, route, status, seconds)
             log.info(
                 "%s %s %s %.1f ms",
                 method,
@@ -187,7 +187,7 @@ class Overload:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.max_in_flight:
-            telemetry.overloaded("graphql" if path == "/graphql" else "page")
+            metrics.overloaded("graphql" if path == "/graphql" else "page")
             await refuse(scope, send)
             return
         # No await between the check and the increment: one event loop, so no race.

@@ -10,7 +10,7 @@ from typing import Any
 
 from api.edge import Edge
 from api.overload import Bound, urgent
-from desk.settings import load_settings
+from desk.core.settings import load_settings
 from tests.api.test_edge import Held, _call, _scope
 
 

@@ -21,8 +21,8 @@ from api.app import create_app
 from api.auth import SESSION_COOKIE
 from api.edge import Edge
 from api.overload import RETRY_AFTER_SECONDS
-from desk import tasks
-from desk.settings import load_settings
+from desk.core.settings import load_settings
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.api import legacy_layers as legacy

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from api.app import create_app
-from desk import users
-from desk.settings import load_settings
+from desk.core.settings import load_settings
+from desk.people import users
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer
 from tests.factories import make_world

@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
-from desk.passwords import hash_password
-from desk.settings import ConfigError, load_settings
+from desk.core.settings import ConfigError, load_settings
+from desk.people.passwords import hash_password
 from tests.sessions import signed_in
 from ui.viewer import safe_next
 

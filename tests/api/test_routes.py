@@ -8,7 +8,8 @@ import pytest
 
 from api.app import create_app
 from api.auth import start_session
-from desk import tasks, users
+from desk.people import users
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 
@@ -65,7 +66,7 @@ async def test_upload_start_and_report(client, world):
         files={"file": ("t.csv", CSV, "text/csv")},
     )
     assert up.status_code == 201, up.text
-    from desk import imports
+    from desk.imports import service as imports
 
     task = await imports.start_import(rt, world.admin, world.team, up.json()["uploadId"], "create")
     await execute(rt, registry(), task.id, task.run)

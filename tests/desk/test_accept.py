@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from desk import tasks
-from desk.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.core.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.work import tasks
 
 
 async def test_non_member_is_told_the_team_does_not_exist(rt, world):
@@ -110,7 +110,7 @@ async def test_visibility_of_exports_and_reminders(rt, world):
     for other in (world.customer2, world.staff, world.admin, world.outsider):
         with pytest.raises(NotFound):
             await tasks.get_task(rt, other, export.id)
-    from desk import reminders
+    from desk.work import reminders
 
     reminder = await reminders.schedule_reminder(
         rt, world.staff, world.tickets["login"], in_minutes=5
@@ -160,7 +160,7 @@ async def test_status_labels(rt, world, clock):
 
 
 async def test_team_members_shows_customers_only_staff_and_themselves(rt, world):
-    from desk import tickets
+    from desk.helpdesk import tickets
 
     staff_view = {
         uid: (email, role)

@@ -1,16 +1,17 @@
-"""The one-round-trip accept (desk.intake.accept_at_once): BEGIN, the person's lock, the accept
+"""The one-round-trip accept (desk.ledger.intake.accept_at_once): BEGIN, the person's lock, the accept
 statement and COMMIT as one simple query with values bound client-side. Its text must arrive
 byte for byte, and a failing statement must leave no transaction open and no lock held. That
 it takes the same lock as the keyed path is tests/desk/test_accept_locks.py's first test (the
-lock is held there under `desk.intake.lock_person`'s text)."""
+lock is held there under `desk.ledger.intake.lock_person`'s text)."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from desk import intake, tasks
-from desk.ledger import NewTask
+from desk.ledger import intake
+from desk.ledger.accept import NewTask
+from desk.work import tasks
 
 
 async def test_hostile_filter_text_is_stored_exactly(rt, world) -> None:

@@ -8,9 +8,9 @@ import asyncio
 import psycopg
 import sqlalchemy as sa
 
-from desk import tasks
-from desk.errors import QuotaExceeded
-from desk.models import TaskStatus
+from desk.core.errors import QuotaExceeded
+from desk.core.models import TaskStatus
+from desk.work import tasks
 from tests.helpers import wait_for
 
 DEADLINE = 30.0  # generous: the machine is shared
@@ -105,7 +105,7 @@ async def test_colleagues_each_get_their_own_quota_concurrently(rt, world) -> No
 
 
 async def test_a_refused_accept_rolls_back_and_lets_go_of_the_lock(rt, world) -> None:
-    """BEGIN, the lock, the statement and COMMIT travel together (desk.intake.accept_at_once);
+    """BEGIN, the lock, the statement and COMMIT travel together (desk.ledger.intake.accept_at_once);
     a refusal must still end the transaction: the lock is free and the connections idle."""
     limit = rt.settings.export_max_active_per_user
     for i in range(limit):

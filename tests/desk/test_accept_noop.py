@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from desk import tasks
-from desk.errors import NotFound
+from desk.core.errors import NotFound
+from desk.work import tasks
 
 
 async def _count(rt) -> int:

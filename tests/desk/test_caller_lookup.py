@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import psycopg
 
-from desk import sessions, users
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
+from desk.people import sessions, users
 
 
 async def _end_every_connection(settings: Settings) -> None:

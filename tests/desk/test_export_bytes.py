@@ -1,5 +1,5 @@
 """The stored export is byte for byte what `COPY (the export's SELECT) TO STDOUT CSV` writes, after
-the BOM and header: PostgreSQL builds the CSV in SQL (desk.exports.chunk_sql), in id ranges,
+the BOM and header: PostgreSQL builds the CSV in SQL (desk.work.exports.chunk_sql), in id ranges,
 on two connections sharing one snapshot, and none of that may show in the file."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from desk import exports, tasks
+from desk.work import exports, tasks
 from jobs.execution import execute
 from jobs.processors import export, registry
 from tests.factories import add_ticket
@@ -82,7 +82,7 @@ async def test_stored_csv_equals_copy_byte_for_byte(
     rt, settings, world, monkeypatch, others_building
 ):
     """Alone, an export stores with two writers; while another build holds one of the two
-    slots (desk.exports.build_slot), its helper steps back and the lead stores every chunk."""
+    slots (desk.work.exports.build_slot), its helper steps back and the lead stores every chunk."""
     monkeypatch.setattr(export, "ROWS_PER_CHUNK", 4)
     assert rt.settings.export_build_slots == 2
     other = await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True)

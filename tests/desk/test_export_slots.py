@@ -10,8 +10,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from desk import exports, tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.work import exports, tasks
 from jobs.execution import execute
 from jobs.processors import export, registry
 from tests.factories import add_ticket, bulk_tickets
@@ -100,7 +100,7 @@ async def test_a_failed_build_gives_its_slot_back(rt, settings, world, monkeypat
 
 @pytest.mark.parametrize("slots", [1, 2])
 def test_build_slots_setting_is_validated(slots):
-    from desk.settings import ConfigError, load_settings
+    from desk.core.settings import ConfigError, load_settings
 
     assert load_settings(export_build_slots=slots).export_build_slots == slots
     with pytest.raises(ConfigError, match="EXPORT_BUILD_SLOTS"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from desk import tasks
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import bulk_tickets

@@ -8,8 +8,8 @@ from datetime import UTC, timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import tasks
-from desk.errors import NotFound
+from desk.core.errors import NotFound
+from desk.work import tasks
 from jobs import pruner
 from jobs.execution import execute
 from jobs.processors import registry

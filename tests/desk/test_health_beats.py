@@ -4,7 +4,7 @@ worker, even while its Redis key has not expired yet (a killed worker, DESIGN.md
 import json
 from datetime import timedelta
 
-from desk import health
+from desk.console import health
 
 
 async def _register(rt, worker_id: str, beat_age: float) -> None:

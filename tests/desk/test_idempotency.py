@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from desk import reminders, tasks
-from desk.errors import IdempotencyKeyReused, ValidationProblem
+from desk.core.errors import IdempotencyKeyReused, ValidationProblem
+from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 

@@ -7,7 +7,10 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from desk import import_apply, import_csv, imports, tasks
+from desk.imports import apply as import_apply
+from desk.imports import reader as import_csv
+from desk.imports import service as imports
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 

@@ -8,9 +8,11 @@ import io
 import pytest
 import sqlalchemy as sa
 
-from desk import imports, tasks, tickets
-from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
-from desk.filters import parse_filter
+from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.helpdesk import tickets
+from desk.helpdesk.filters import parse_filter
+from desk.imports import service as imports
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import add_ticket

@@ -1,11 +1,11 @@
-"""desk.inputs: the checks every value from outside passes before it reaches SQL."""
+"""desk.core.inputs: the checks every value from outside passes before it reaches SQL."""
 
 from __future__ import annotations
 
 import pytest
 
-from desk import inputs
-from desk.errors import ValidationProblem
+from desk.core import inputs
+from desk.core.errors import ValidationProblem
 
 
 @pytest.mark.parametrize(

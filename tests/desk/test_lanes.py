@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import audit, lanes, tasks
-from desk.errors import ValidationProblem
+from desk.core.errors import ValidationProblem
+from desk.ledger import lanes
+from desk.people import audit
+from desk.work import tasks
 from jobs import dispatcher
 from jobs.execution import claim_task
 from tests.helpers import ROOT, settings_env
@@ -26,7 +28,7 @@ async def _queued(rt, lane):
 
 
 def test_every_kind_has_one_lane():
-    from desk.models import TaskKind
+    from desk.core.models import TaskKind
 
     assert {k.value for k in TaskKind} == {k for kinds in lanes.LANES.values() for k in kinds}
     assert lanes.lane_of("REMINDER") == lanes.lane_of("NOOP") == "short"

@@ -4,8 +4,12 @@ from datetime import timedelta
 
 import pytest
 
-from desk import ledger, ledger_run, ledger_sends, ledger_upkeep, tasks
-from desk.models import BackgroundTask
+from desk.core.models import BackgroundTask
+from desk.ledger import accept as ledger
+from desk.ledger import run as ledger_run
+from desk.ledger import sends as ledger_sends
+from desk.ledger import upkeep as ledger_upkeep
+from desk.work import tasks
 
 LEASE = timedelta(seconds=30)
 

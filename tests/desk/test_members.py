@@ -1,4 +1,4 @@
-"""desk.members: admins add, re-role and remove members; everyone else is refused (outsiders as
+"""desk.people.members: admins add, re-role and remove members; everyone else is refused (outsiders as
 "not found"); a team keeps an admin; removal takes effect on the member's queued exports."""
 
 from __future__ import annotations
@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from desk import access, members, tasks, tickets
-from desk.errors import NotAllowed, NotFound, ValidationProblem
-from desk.models import Role
+from desk.core.errors import NotAllowed, NotFound, ValidationProblem
+from desk.core.models import Role
+from desk.helpdesk import tickets
+from desk.people import access, members
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 

@@ -1,12 +1,12 @@
-"""desk.pg: the hot paths' autocommit pool — reads, single-statement writes, broken connections."""
+"""desk.core.pg: the hot paths' autocommit pool — reads, single-statement writes, broken connections."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
 
 
 async def test_reads_and_writes_are_autocommit(rt: Runtime) -> None:

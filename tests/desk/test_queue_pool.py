@@ -1,12 +1,12 @@
-"""desk.queue's Redis pool hands out a connection without waiting a loop turn, and still never
+"""desk.core.queue's Redis pool hands out a connection without waiting a loop turn, and still never
 one holding an unread reply (redis-py's own check then reconnects it)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from desk.queue import _may_have_data
-from desk.runtime import Runtime
+from desk.core.queue import _may_have_data
+from desk.core.runtime import Runtime
 from tests.helpers import wait_for
 
 

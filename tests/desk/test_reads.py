@@ -1,4 +1,4 @@
-"""desk.reads: the one hot read API. Every visibility rule on it (a task you may not see reads
+"""desk.reads.tasks: the one hot read API. Every visibility rule on it (a task you may not see reads
 as missing), its list rule equal to `access.can_see_task`, and one statement per question."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from desk import access, reads, sessions, tasks
-from desk.errors import NotFound
-from desk.models import Role, TaskKind
-from desk.pg import Pg
-from desk.runtime import Runtime
+from desk.core.errors import NotFound
+from desk.core.models import Role, TaskKind
+from desk.core.pg import Pg
+from desk.core.runtime import Runtime
+from desk.people import access, sessions
+from desk.reads import tasks as reads
+from desk.work import tasks
 from tests.factories import World
 
 MISSING = 99_999

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import reminders, tasks, tickets
-from desk.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.helpdesk import tickets
+from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 

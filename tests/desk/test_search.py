@@ -12,8 +12,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from desk import tickets
-from desk.filters import like_pattern, needs_bigrams, parse_filter
+from desk.helpdesk import tickets
+from desk.helpdesk.filters import like_pattern, needs_bigrams, parse_filter
 from tests.factories import add_ticket
 
 TITLES = (

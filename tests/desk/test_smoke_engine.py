@@ -1,7 +1,7 @@
 import csv
 import io
 
-from desk import tasks
+from desk.work import tasks
 from jobs import dispatcher
 from jobs.execution import execute
 from jobs.processors import registry

@@ -1,4 +1,4 @@
-"""desk.tick: the page watcher's one statement gives exactly what the separate reads gave — the
+"""desk.reads.tick: the page watcher's one statement gives exactly what the separate reads gave — the
 session with its person, teams and unread count (`reads.viewer`), every watched row as
 `reads.tasks` reads it (a hidden row absent exactly as a missing one), and the list's rows newer
 than N as `reads.list_tasks` pages them (None for a non-member) — for every role, a removed
@@ -13,10 +13,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import lanes, notifications, reads, sessions, tick
-from desk.errors import NotFound
-from desk.models import TaskKind
-from desk.runtime import Runtime
+from desk.core.errors import NotFound
+from desk.core.models import TaskKind
+from desk.core.runtime import Runtime
+from desk.helpdesk import notifications
+from desk.ledger import lanes
+from desk.people import sessions
+from desk.reads import tasks as reads
+from desk.reads import tick
 from tests.desk import test_reads
 from tests.desk.test_reads import MISSING, PEOPLE, counting
 from tests.factories import World

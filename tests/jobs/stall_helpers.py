@@ -8,7 +8,7 @@ import time
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
 
 
 async def rows(rt: Runtime, ids: list[int]) -> list[sa.Row]:

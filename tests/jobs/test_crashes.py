@@ -2,8 +2,9 @@
 
 import sqlalchemy as sa
 
-from desk import health, tasks
-from desk.clock import utcnow
+from desk.console import health
+from desk.core.clock import utcnow
+from desk.work import tasks
 from tests.factories import bulk_tickets
 from tests.helpers import WorkerProcess, running_workers, wait_for
 
@@ -76,7 +77,7 @@ async def test_sigterm_unregisters_at_once_and_hands_the_task_to_another_worker(
     env = {"lease_seconds": 30, "worker_grace_seconds": 0.3, "heartbeat_ttl_seconds": 20}
     first = WorkerProcess(settings, tmp_path / "first.log", **env)
     try:
-        await wait_for(lambda: _workers(rt), timeout=30, what="worker registered")
+        await wait_for(lambda: live_workers(rt), timeout=30, what="worker registered")
         task = await tasks.submit_noop(
             rt, world.staff, world.team, {"steps": 40, "step_seconds": 0.1}
         )
@@ -119,7 +120,7 @@ async def test_sigterm_lets_a_short_task_finish_within_the_grace_period(
     assert row.status == "COMPLETED" and row.run == 1
 
 
-async def _workers(rt):
+async def live_workers(rt):
     return (await health.check(rt)).workers
 
 

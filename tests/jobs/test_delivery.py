@@ -6,9 +6,9 @@ import asyncio
 import pytest
 import sqlalchemy as sa
 
-from desk import tasks
-from desk.queue import epoch_key
-from desk.runtime import Runtime
+from desk.core.queue import epoch_key
+from desk.core.runtime import Runtime
+from desk.work import tasks
 from jobs import dispatcher
 from jobs.execution import execute
 from jobs.processors import registry

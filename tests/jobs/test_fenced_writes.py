@@ -1,4 +1,4 @@
-"""The worker's single-statement transitions on `rt.pg` (desk/ledger_run.py) keep their fences:
+"""The worker's single-statement transitions on `rt.pg` (desk/ledger/run.py) keep their fences:
 a stale execution changes nothing, a rescue ends the old execution's right to write, and a
 statement repeated after a broken connection takes effect once."""
 
@@ -6,7 +6,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import ledger_run, ledger_upkeep, tasks
+from desk.ledger import run as ledger_run
+from desk.ledger import upkeep as ledger_upkeep
+from desk.work import tasks
 from jobs.execution import Execution, claim_task
 
 NOW_EVENTS = "SELECT event FROM task_event WHERE task_id = :t ORDER BY id"

@@ -3,8 +3,9 @@ counts add up."""
 
 import sqlalchemy as sa
 
-from desk import imports, tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.imports import service as imports
+from desk.work import tasks
 from tests.helpers import WorkerProcess, running_workers, wait_for
 
 ROWS = 60_000

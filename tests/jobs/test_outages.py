@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from desk import health, reminders, tasks
-from desk.clock import utcnow
-from desk.runtime import Runtime
-from desk.settings import Settings, load_settings
+from desk.console import health
+from desk.core.clock import utcnow
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings, load_settings
+from desk.work import reminders, tasks
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer, RedisServer
 from tests.factories import bulk_tickets, make_world
@@ -30,7 +31,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
-async def _workers(rt: Runtime) -> list[object]:
+async def live_workers(rt: Runtime) -> list[object]:
     return (await health.check(rt)).workers
 
 
@@ -42,7 +43,7 @@ async def test_flushall_with_deferred_reminders_fires_them_on_time(
     try:
         tickets = await open_tickets(own, world.team, world.staff, world.staff, 20)
         with running_workers(s, tmp_path):
-            await wait_for(lambda: _workers(own), timeout=60, what="worker registered")
+            await wait_for(lambda: live_workers(own), timeout=60, what="worker registered")
             due = utcnow() + timedelta(seconds=5)
             ids = [
                 (await reminders.schedule_reminder(own, world.staff, t, at=due)).id for t in tickets

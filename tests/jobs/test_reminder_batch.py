@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import reminders, tickets
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.helpdesk import tickets
+from desk.work import reminders
 from jobs import rescuer
 from jobs.execution import claim_batch
 from jobs.processors.reminder import fire_many

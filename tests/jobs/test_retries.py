@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.helpers import running_workers, wait_for

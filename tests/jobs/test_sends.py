@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
-from desk import tasks
-from desk.queue import epoch_key, job_id
+from desk.core.queue import epoch_key, job_id
+from desk.work import tasks
 from jobs import dispatcher
 
 
@@ -130,7 +130,7 @@ def test_arq_s_own_error_results_serialize_as_text_and_nothing_else_slips_throug
     the janitor took a job it had already listed: text, not a traceback in the worker log."""
     from arq.worker import JobExecutionFailed
 
-    from desk.queue import dumps, loads
+    from desk.core.queue import dumps, loads
 
     assert loads(dumps({"r": JobExecutionFailed("job expired")})) == {
         "r": "JobExecutionFailed: job expired"

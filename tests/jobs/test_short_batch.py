@@ -11,9 +11,11 @@ from datetime import timedelta
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
-from desk import lanes, ledger_upkeep, reminders, tasks
-from desk.clock import utcnow
-from desk.queue import job_id
+from desk.core.clock import utcnow
+from desk.core.queue import job_id
+from desk.ledger import lanes
+from desk.ledger import upkeep as ledger_upkeep
+from desk.work import reminders, tasks
 from jobs import rescuer
 from jobs.execution import claim_batch
 from jobs.processors import noop, registry

@@ -4,8 +4,9 @@ beside a long export. Each ends with exactly-once effects."""
 
 from datetime import timedelta
 
-from desk import health, reminders, tasks
-from desk.clock import utcnow
+from desk.console import health
+from desk.core.clock import utcnow
+from desk.work import reminders, tasks
 from tests.factories import bulk_tickets
 from tests.helpers import WorkerProcess, running_workers, wait_for
 from tests.jobs.stall_helpers import (
@@ -73,7 +74,7 @@ async def test_a_hundred_orphaned_jobs_do_not_keep_workers_from_new_work(
         assert claimed.status == "CANCELLED"
     await plant_orphans(rt, old)
     with running_workers(settings, tmp_path):
-        await wait_for(lambda: _workers(rt), timeout=60, what="worker registered")
+        await wait_for(lambda: live_workers(rt), timeout=60, what="worker registered")
         new = [(await tasks.submit_noop(rt, world.staff, world.team)).id for _ in range(5)]
         new.append((await tasks.create_export(rt, world.staff, world.team, {})).id)
         await wait_for(
@@ -83,7 +84,7 @@ async def test_a_hundred_orphaned_jobs_do_not_keep_workers_from_new_work(
         )
 
 
-async def _workers(rt):
+async def live_workers(rt):
     return (await health.check(rt)).workers
 
 

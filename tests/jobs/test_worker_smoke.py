@@ -1,9 +1,9 @@
-from desk import tasks
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 
 
 async def test_real_worker_completes_an_export(rt, world, tmp_path, settings):
-    rt.clock = __import__("desk.clock", fromlist=["utcnow"]).utcnow
+    rt.clock = __import__("desk.core.clock", fromlist=["utcnow"]).utcnow
     with running_workers(settings, tmp_path) as _workers:
         task = await tasks.create_export(rt, world.staff, world.team, {})
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 import sqlalchemy as sa
 
-from desk import operators, tasks
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.people import operators
+from desk.work import tasks
 from tests.factories import World
 from tests.ui.conftest import app, page_as  # noqa: F401 - fixtures shared with the page tests
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from desk import failures, operators
+from desk.console import failures
+from desk.people import operators
 from tests.ops.conftest import HTML
 
 PAGES = [

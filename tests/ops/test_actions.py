@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from desk import audit, failures, operators, tasks
+from desk.console import failures
+from desk.people import audit, operators
+from desk.work import tasks
 from tests.ops.conftest import HTML, fail
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from desk import tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.ops.conftest import fail
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in

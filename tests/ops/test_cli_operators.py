@@ -7,7 +7,7 @@ import asyncio
 import subprocess
 import sys
 
-from desk import audit
+from desk.people import audit
 from tests.helpers import ROOT, settings_env
 from tests.ops.conftest import HTML
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from desk import audit, events, health, tasks
-from desk.clock import utcnow
+from desk.console import health
+from desk.core.clock import utcnow
+from desk.ledger import events
+from desk.people import audit
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.ops.conftest import HTML
 

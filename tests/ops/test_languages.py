@@ -8,7 +8,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from jinja2.ext import babel_extract
 
-from desk import failures, operators
+from desk.console import failures
+from desk.people import operators
 from tests.ops.conftest import HTML
 from ui import i18n
 from ui.ops.pages import ACTION_LABELS, EVENT_LABELS

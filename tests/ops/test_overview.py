@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import console, operators, tasks
+from desk.console import overview as console
+from desk.people import operators
+from desk.work import tasks
 from tests.ops.conftest import HTML
 
 

@@ -13,8 +13,8 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.auth import SESSION_COOKIE
-from desk.runtime import Runtime
-from desk.settings import Settings, load_settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings, load_settings
 from tests.sessions import signed_in
 
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from desk import imports, notifications, reminders, tasks, users
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.helpdesk import notifications
+from desk.imports import service as imports
+from desk.people import users
+from desk.work import reminders, tasks
 from tests.factories import World
 
 PROBLEMS = {"NotFound", "NotAllowed", "ValidationProblem", "TaskConflict", "QuotaExceeded"}

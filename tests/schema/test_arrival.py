@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from desk import reminders
-from desk.errors import ValidationProblem
+from desk.core.errors import ValidationProblem
+from desk.work import reminders
 from tests.conftest import FakeClock
 
 LATE = timedelta(seconds=15)

@@ -9,7 +9,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from desk import reminders
+from desk.work import reminders
 from tests.helpers import wait_for
 from tests.schema.test_n_plus_one import counting
 

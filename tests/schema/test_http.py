@@ -9,7 +9,8 @@ import logging
 
 import pytest
 
-from desk import health, users
+from desk.console import health
+from desk.people import users
 
 ME = "{ me { id } }"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from desk import messages, notifications, reminders
+from desk.core import messages
+from desk.helpdesk import notifications
+from desk.work import reminders
 from jobs.execution import execute
 from jobs.processors import registry
 

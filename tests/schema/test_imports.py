@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from desk import imports, users
+from desk.imports import service as imports
+from desk.people import users
 from tests.schema.test_tasks import _run
 
 START = """mutation($team: ID!, $upload: ID!, $mode: ImportMode!) {

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from desk import reminders
+from desk.work import reminders
 from tests.factories import add_ticket
 
 TASKS = """query($t: ID!, $n: Int!) { tasks(teamId: $t, first: $n) { edges { node {

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from desk import imports, tasks
+from desk.imports import service as imports
+from desk.work import tasks
 from tests.schema.conftest import Api
 
 ODD = {

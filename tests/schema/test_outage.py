@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from desk import reminders
+from desk.work import reminders
 
 LEAKS = ("psycopg", "sqlalchemy", "SELECT", "connection to server", "accepting", "%(", "[SQL")
 

@@ -87,7 +87,7 @@ async def test_within_the_bound_nothing_is_refused(make_api, world) -> None:
 
 
 def test_the_bound_is_validated_at_start() -> None:
-    from desk.settings import ConfigError, load_settings
+    from desk.core.settings import ConfigError, load_settings
 
     for bad in (0, -1, "many"):
         try:

@@ -8,7 +8,7 @@ import pytest
 from graphql import OperationDefinitionNode, parse
 
 from api.auth import Caller
-from desk import reads
+from desk.reads import tasks as reads
 from schema import quick
 from schema.context import Context
 from schema.root import build_schema

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from desk.settings import Settings
+from desk.core.settings import Settings
 from tests.helpers import ROOT, running_workers, serving, settings_env, wait_for
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from desk import tasks, users
+from desk.people import users
+from desk.work import tasks
 from schema.app import ALLOWED_OPERATIONS, status_read
 from schema.hardening import LIMIT_RULES
 from schema.lean import Runner

@@ -1,5 +1,5 @@
 """`tickets { totalCount totalCountIsExact }` (issue 11): counted only when selected (directly or
-through a fragment), capped at desk.tickets.COUNT_CAP and then flagged as not exact."""
+through a fragment), capped at desk.helpdesk.tickets.COUNT_CAP and then flagged as not exact."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from desk import tickets
+from desk.helpdesk import tickets
 from tests.factories import add_ticket
 
 COUNTED = "count(*) AS n FROM (SELECT 1 FROM ticket"

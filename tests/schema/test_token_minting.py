@@ -3,7 +3,7 @@ outlive its revocation through the children it made. A signed-in person still ca
 
 from __future__ import annotations
 
-from desk import users
+from desk.people import users
 
 CREATE = """mutation { createApiToken(name: "child") {
   __typename ... on NewApiToken { token }

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from desk import users
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
+from desk.people import users
 from taskdesk.cli import main
 from tests.helpers import settings_env
 

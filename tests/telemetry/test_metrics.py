@@ -9,11 +9,15 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from desk import lanes, ledger_run, tasks, telemetry
+from desk.console import scrape as collector
+from desk.core import metrics
+from desk.ledger import lanes
+from desk.ledger import run as ledger_run
+from desk.work import tasks
 from jobs import dispatcher, rescuer
 from jobs.execution import Execution, execute
 from jobs.processors import noop
-from tests.telemetry.conftest import label_sets, parse, value
+from tests.metrics.conftest import label_sets, parse, value
 
 CREATE = """mutation($t: ID!, $q: String) { createExport(teamId: $t, filter: {q: $q}) {
   __typename ... on Task { id } ... on TaskConflict { existingTask { id } } } }"""
@@ -85,7 +89,7 @@ async def test_http_durations_are_labelled_by_route_template_and_status(api):
 
 
 async def test_task_runs_count_latency_run_time_and_outcomes(rt, world, clock):
-    _, before = parse(telemetry.generate_latest().decode())
+    _, before = parse(metrics.generate_latest().decode())
     ok = await tasks.submit_noop(rt, world.staff, world.team)
     flaky = await tasks.submit_noop(rt, world.staff, world.team, {"fail_times": 1})
     doomed = await tasks.submit_noop(rt, world.staff, world.team, {"permanent": True})
@@ -99,7 +103,7 @@ async def test_task_runs_count_latency_run_time_and_outcomes(rt, world, clock):
     assert await execute(rt, processors, ok.id, ok.run) == "done"
     assert await execute(rt, processors, flaky.id, flaky.run) == "retry"
     assert await execute(rt, processors, doomed.id, doomed.run) == "failed"
-    _, after = parse(telemetry.generate_latest().decode())
+    _, after = parse(metrics.generate_latest().decode())
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
@@ -133,13 +137,13 @@ async def test_the_scrape_reads_active_rows_through_an_index(rt, world):
     async with rt.engine.connect() as plain:
         conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(sa.text("ANALYZE background_task"))
-        explain = sa.text("EXPLAIN " + telemetry.ACTIVE_SQL)
+        explain = sa.text("EXPLAIN " + collector.ACTIVE_SQL)
         plan = "\n".join(r[0] for r in await conn.execute(explain, {"now": rt.clock()}))
     assert "Seq Scan" not in plan, plan
 
 
 async def test_resends_rescues_and_cancels_are_counted(rt, world, clock):
-    _, before = parse(telemetry.generate_latest().decode())
+    _, before = parse(metrics.generate_latest().decode())
     unclaimed = await tasks.submit_noop(rt, world.staff, world.team)  # sent by the accept
     clock.advance(rt.settings.redelivery_seconds + 1)
     assert await dispatcher.run_once(rt) == 1  # not claimed in time: sent again
@@ -148,7 +152,7 @@ async def test_resends_rescues_and_cancels_are_counted(rt, world, clock):
     clock.advance(6)
     assert await rescuer.run_once(rt) == 1  # its worker stopped renewing the lease
     await tasks.cancel_task(rt, world.staff, unclaimed.id)
-    _, after = parse(telemetry.generate_latest().decode())
+    _, after = parse(metrics.generate_latest().decode())
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from desk import lanes, tasks, tracing
-from desk.queue import job_id
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core import tracing
+from desk.core.queue import job_id
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
+from desk.ledger import lanes
+from desk.work import tasks
 from jobs.processors import registry
 from jobs.worker import Lane, process_task
 from tests.helpers import ROOT, settings_env
@@ -79,8 +81,8 @@ async def test_tracing_off_leaves_messages_alone(rt, world):
 def test_nothing_of_opentelemetry_is_loaded_when_unset(settings: Settings) -> None:
     code = (
         "import sys, api.app, jobs.worker\n"
-        "from desk import tracing\n"
-        "from desk.settings import load_settings\n"
+        "from desk.core import tracing\n"
+        "from desk.core.settings import load_settings\n"
         "assert not tracing.setup(load_settings(), 'x')\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))\n"
     )

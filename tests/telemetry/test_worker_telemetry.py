@@ -9,10 +9,10 @@ import json
 import httpx
 import pytest
 
-from desk import tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.work import tasks
 from tests.helpers import free_port, running_workers, wait_for
-from tests.telemetry.conftest import label_sets, parse, value
+from tests.metrics.conftest import label_sets, parse, value
 
 pytestmark = pytest.mark.slow
 
@@ -72,15 +72,15 @@ async def test_worker_serves_its_metrics_and_writes_json_lines(rt, world, settin
 
 
 async def test_a_taken_metrics_port_costs_the_metrics_not_the_worker(settings, caplog):
-    from desk import telemetry
+    from desk.core import metrics
 
-    taken = await telemetry.start_worker(
+    taken = await metrics.start_worker(
         settings.model_copy(update={"worker_metrics_port": free_port()}), "w-a", lambda: 0
     )
     assert taken is not None
     port = taken.sockets[0].getsockname()[1]
     try:
-        second = await telemetry.start_worker(
+        second = await metrics.start_worker(
             settings.model_copy(update={"worker_metrics_port": port}), "w-b", lambda: 0
         )
         assert second is None

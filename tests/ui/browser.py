@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlalchemy as sa
 
-from desk.passwords import hash_password
-from desk.runtime import Runtime
-from desk.settings import Settings
+from desk.core.runtime import Runtime
+from desk.core.settings import Settings
+from desk.people.passwords import hash_password
 from tests.helpers import serving
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.auth import SESSION_COOKIE
-from desk.settings import Settings
+from desk.core.settings import Settings
 from tests.sessions import signed_in
 
 

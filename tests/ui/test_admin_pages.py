@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from desk import users
+from desk.people import users
 
 PAGES = ["/members", "/tokens"]
 

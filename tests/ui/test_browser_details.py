@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from desk import imports, notifications, tasks
-from desk.clock import utcnow
-from desk.messages import message
+from desk.core.clock import utcnow
+from desk.core.messages import message
+from desk.helpdesk import notifications
+from desk.imports import service as imports
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 

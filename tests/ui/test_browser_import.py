@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from desk import tickets
-from desk.clock import utcnow
-from desk.filters import parse_filter
+from desk.core.clock import utcnow
+from desk.helpdesk import tickets
+from desk.helpdesk.filters import parse_filter
 from tests.helpers import running_workers
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 

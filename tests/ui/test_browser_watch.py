@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from desk import tasks
-from desk.clock import utcnow
+from desk.core.clock import utcnow
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 

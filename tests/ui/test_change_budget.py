@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
-from desk import users
-from desk.settings import load_settings
+from desk.core.settings import load_settings
+from desk.people import users
 from tests.sessions import signed_in
 
 

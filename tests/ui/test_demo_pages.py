@@ -9,9 +9,9 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from desk import reminders, tasks
-from desk.clock import utcnow
-from desk.seed import DEMO_PASSWORD, seed_demo
+from desk.core.clock import utcnow
+from desk.seed.demo import DEMO_PASSWORD, seed_demo
+from desk.work import reminders, tasks
 from tests.helpers import running_workers
 from tests.ui.browser import browser_page, needs_chromium, running_server
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_export_words_are_worked_out_once_per_filters() -> None:
-    from desk.filters import parse_filter
+    from desk.helpdesk.filters import parse_filter
     from ui import taskview
 
     for raw in ({"q": "x"}, {"status": ["OPEN"], "q": "x"}, {"q": 1}, {"bogus": 1}, {}):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from desk import tasks
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import fast, rowcache

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from desk.clock import utcnow
+from desk.core.clock import utcnow
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 
 pytestmark = [pytest.mark.browser, needs_chromium]

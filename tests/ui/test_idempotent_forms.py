@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from desk import tasks
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 

@@ -13,7 +13,8 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from desk import imports, tasks
+from desk.imports import service as imports
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import i18n

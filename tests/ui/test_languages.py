@@ -10,8 +10,10 @@ import pytest
 import sqlalchemy as sa
 from jinja2.ext import babel_extract
 
-from desk import messages, notifications, reminders, tasks
-from desk.models import Priority, Role, TicketStatus
+from desk.core import messages
+from desk.core.models import Priority, Role, TicketStatus
+from desk.helpdesk import notifications
+from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import i18n, taskview, texts

@@ -17,9 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 from api.app import create_app
-from desk import tasks, users
-from desk.passwords import hash_password
-from desk.settings import load_settings
+from desk.core.settings import load_settings
+from desk.people import users
+from desk.people.passwords import hash_password
+from desk.work import tasks
 
 PASSWORD = "s3cret-enough"
 Client = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]

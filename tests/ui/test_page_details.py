@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from desk import imports, tasks
-from desk.models import BackgroundTask
+from desk.core.models import BackgroundTask
+from desk.imports import service as imports
+from desk.work import tasks
 from tests.factories import add_ticket
 from ui import taskview
 

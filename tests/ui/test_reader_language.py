@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from desk import reminders, tasks
+from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import i18n, texts
@@ -74,7 +74,7 @@ async def test_quota_message_speaks_chinese(page_as, world, rt) -> None:
 
 
 def test_english_description_matches_the_desk_sentence() -> None:
-    from desk.filters import parse_filter
+    from desk.helpdesk.filters import parse_filter
 
     for raw in (
         {},

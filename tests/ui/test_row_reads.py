@@ -1,4 +1,4 @@
-"""The polled task row on desk.reads: who sees which row (a hidden one answers exactly as a
+"""The polled task row on desk.reads.tasks: who sees which row (a hidden one answers exactly as a
 missing one, byte for byte), and what one poll costs the database: one checkout, one statement,
 nothing through the SQLAlchemy engine (no BEGIN/ROLLBACK, no pre-ping)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from desk import reminders, tasks
+from desk.work import reminders, tasks
 from tests.desk.test_reads import counting
 
 MISSING = 99_999

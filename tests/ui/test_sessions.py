@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from itsdangerous import URLSafeTimedSerializer
 
 from api.auth import SESSION_COOKIE
-from desk import members, users
-from desk.passwords import hash_password
+from desk.people import members, users
+from desk.people.passwords import hash_password
 
 PASSWORD = "s3cret-enough"
 

@@ -8,8 +8,8 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from desk import tasks
-from desk.passwords import hash_password
+from desk.people.passwords import hash_password
+from desk.work import tasks
 
 PASSWORD = "s3cret-enough"
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from desk import lanes, tasks
+from desk.ledger import lanes
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import polling

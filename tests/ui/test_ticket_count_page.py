@@ -1,8 +1,8 @@
-"""The ticket list's "N tickets match" (issue 11): above desk.tickets.COUNT_CAP it says "N+"."""
+"""The ticket list's "N tickets match" (issue 11): above desk.helpdesk.tickets.COUNT_CAP it says "N+"."""
 
 from __future__ import annotations
 
-from desk import tickets
+from desk.helpdesk import tickets
 from tests.factories import add_ticket
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from desk import reminders, tasks
+from desk.work import reminders, tasks
 
 MISSING = 99_999
 

@@ -12,7 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from desk import notifications, tasks
+from desk.helpdesk import notifications
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import polling
@@ -162,7 +163,7 @@ async def test_watch_needs_a_session(page_as) -> None:
 
 async def test_a_tick_is_one_statement_whatever_it_asks(page_as, world, rt, app, clock) -> None:
     """Session, bell count, every watched row (changed ones included) and the list's check: one
-    round trip (desk.tick); the worker badge is the process's shared read (warmed here)."""
+    round trip (desk.reads.tick); the worker badge is the process's shared read (warmed here)."""
     from tests.desk.test_reads import counting
 
     done = await tasks.create_export(rt, world.staff, world.team, {})
@@ -188,7 +189,7 @@ async def test_a_change_made_by_time_alone_reads_the_row_again(page_as, world, r
     """A row whose `updated_at` is still the page's is read without its whole data; when its
     version moved all the same (Scheduled → Queued: time alone), it is read once more and
     answered like any changed row."""
-    from desk import reminders
+    from desk.work import reminders
 
     due = clock.now + timedelta(minutes=1)
     task = await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], at=due)

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from desk import notifications, reminders, tasks
+from desk.helpdesk import notifications
+from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import add_ticket

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from desk.console import Series
+from desk.console.overview import Series
 
 WIDTH = 600
 HEIGHT = 90

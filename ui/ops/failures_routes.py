@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import failures
-from desk.errors import NotFound, ValidationProblem
+from desk.console import failures
+from desk.core.errors import NotFound, ValidationProblem
 from ui.ops.pages import live_url, page_context, page_or_live
 from ui.ops.route import ConsoleDep, OpsRoute
 from ui.render import render

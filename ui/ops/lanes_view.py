@@ -1,4 +1,4 @@
-"""The console's view of lanes (`desk.lanes`): each lane's kinds, pause state (and who paused
+"""The console's view of lanes (`desk.ledger.lanes`): each lane's kinds, pause state (and who paused
 it), and its slots in use across the live workers (their heartbeats report per-lane `slots` and
 `used`); pausing and resuming, audited."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from desk import lanes
-from desk.operators import Scope
-from desk.runtime import Runtime
+from desk.core.runtime import Runtime
+from desk.ledger import lanes
+from desk.people.operators import Scope
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import audit, console, health
+from desk.console import health
+from desk.console import overview as console
+from desk.people import audit
 from ui.ops import lanes_view
 from ui.ops.charts import chart
 from ui.ops.pages import live_url, page_context, page_or_live

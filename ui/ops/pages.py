@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from desk import task_rules
-from desk.models import BackgroundTask
+from desk.core.models import BackgroundTask
+from desk.ledger import rules as task_rules
 from ui.ops.route import Console, live_delay
 from ui.render import is_htmx, render
 from ui.taskview import KIND_LABELS, TONE

@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException
 
 from api import csrf
 from api.auth import read_session
-from desk import operators
-from desk.errors import DeskError, NotFound, ValidationProblem
-from desk.operators import Scope
+from desk.core.errors import DeskError, NotFound, ValidationProblem
+from desk.people import operators
+from desk.people.operators import Scope
 from ui.route import error_page
 from ui.viewer import LoginRequired, Viewer, page_viewer
 

@@ -9,10 +9,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import audit, console, events, failures, health, lanes, ops
-from desk.errors import ValidationProblem
-from desk.models import BackgroundTask, TaskKind, TaskStatus
-from desk.runtime import Runtime
+from desk.console import failures, health
+from desk.console import overview as console
+from desk.console import task_admin as ops
+from desk.core.errors import ValidationProblem
+from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.runtime import Runtime
+from desk.ledger import events, lanes
+from desk.people import audit
 from ui.ops.pages import live_url, page_context, page_or_live
 from ui.ops.route import ConsoleDep, OpsRoute
 from ui.route import redirect

@@ -11,10 +11,12 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request, Response
 
 from api.auth import RuntimeDep
-from desk import audit, events, health
-from desk.errors import NotFound
-from desk.operators import Scope
-from desk.runtime import Runtime
+from desk.console import health
+from desk.core.errors import NotFound
+from desk.core.runtime import Runtime
+from desk.ledger import events
+from desk.people import audit
+from desk.people.operators import Scope
 from ui.ops import lanes_view
 from ui.ops.pages import live_url, page_context, page_or_live
 from ui.ops.route import ConsoleDep, OpsRoute

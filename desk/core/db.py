@@ -1,0 +1,113 @@
+"""Database engine and sessions, plus the one place that classifies and retries transient errors."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import ParamSpec, TypeVar
+
+import psycopg
+from psycopg import errors as pgerr
+from sqlalchemy import exc as saexc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from desk.core.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TRANSIENT_SQLSTATES = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "55P03",  # lock_not_available
+        "57P01",  # admin_shutdown
+        "08006",  # connection_failure
+        "08001",  # sqlclient_unable_to_establish_sqlconnection
+    }
+)
+
+
+def create_engine(
+    settings: Settings,
+    *,
+    pool_size: int | None = None,
+    pre_ping: bool = True,
+    statement_timeout_ms: int | None = None,
+) -> AsyncEngine:
+    """`pre_ping` costs a round trip per checkout; the worker turns it off because every one of
+    its transactions already runs again on a connection error (`retrying`, the ledger).
+    `statement_timeout_ms` (the web process) makes PostgreSQL cancel a statement running longer,
+    so no request holds a connection for long; the worker's exports and imports run without."""
+    options = {}
+    if statement_timeout_ms:
+        options["connect_args"] = {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
+    return create_async_engine(
+        settings.sqlalchemy_url,
+        pool_size=pool_size or settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_pre_ping=pre_ping,
+        pool_recycle=1800,
+        **options,
+    )
+
+
+def session(engine: AsyncEngine) -> AsyncSession:
+    return AsyncSession(engine, expire_on_commit=False)
+
+
+@asynccontextmanager
+async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A Core connection inside one transaction (commit on success, rollback on error)."""
+    async with engine.begin() as conn:
+        yield conn
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors where running the same transaction again may well succeed."""
+    orig = exc.orig if isinstance(exc, saexc.DBAPIError) else exc
+    if isinstance(exc, saexc.DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(orig, (pgerr.SerializationFailure, pgerr.DeadlockDetected)):
+        return True
+    if isinstance(orig, psycopg.OperationalError):
+        return True
+    sqlstate = getattr(orig, "sqlstate", None)
+    return sqlstate in TRANSIENT_SQLSTATES
+
+
+def describe_db_error(exc: BaseException) -> str:
+    """The first line of what the driver said (e.g. "connection refused"), for `last_error`."""
+    orig = exc.orig if isinstance(exc, saexc.DBAPIError) and exc.orig is not None else exc
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0]}" if text else type(orig).__name__
+
+
+async def retrying(fn: Callable[[], Awaitable[T]], *, attempts: int = 4) -> T:
+    """Run `fn` (one whole transaction) again on transient errors, with a short backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await fn()
+        except (saexc.DBAPIError, psycopg.Error) as exc:
+            if attempt == attempts or not is_transient(exc):
+                raise
+            log.info("transient database error, retrying (%s): %s", attempt, exc)
+            await asyncio.sleep(0.02 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+P = ParamSpec("P")
+
+
+def retry_transient(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Decorate a function that runs one whole transaction: it runs again on a transient error."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await retrying(lambda: fn(*args, **kwargs))
+
+    return wrapper

@@ -1,0 +1,417 @@
+"""SQLModel tables: people, teams, tickets, notifications, API tokens and the task ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlmodel import Field, SQLModel
+
+TZ = sa.DateTime(timezone=True)
+
+
+class Role(StrEnum):
+    ADMIN = "ADMIN"
+    STAFF = "STAFF"
+    CUSTOMER = "CUSTOMER"
+
+
+class TicketStatus(StrEnum):
+    OPEN = "OPEN"
+    PENDING = "PENDING"
+    RESOLVED = "RESOLVED"
+    CLOSED = "CLOSED"
+
+
+class Priority(StrEnum):
+    LOW = "LOW"
+    NORMAL = "NORMAL"
+    HIGH = "HIGH"
+    URGENT = "URGENT"
+
+
+class TaskKind(StrEnum):
+    EXPORT = "EXPORT"
+    REMINDER = "REMINDER"
+    IMPORT = "IMPORT"
+    NOOP = "NOOP"  # benchmarks and tests only
+
+
+class TaskStatus(StrEnum):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+ACTIVE_STATUSES = (TaskStatus.WAITING, TaskStatus.RUNNING)
+TERMINAL_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+CLOSED_TICKET = (TicketStatus.RESOLVED, TicketStatus.CLOSED)
+
+
+def _now_col(**kw: Any) -> Any:
+    return Field(sa_column=sa.Column(TZ, nullable=False, server_default=sa.func.now(), **kw))
+
+
+def _tz(nullable: bool = True, **kw: Any) -> Any:
+    return Field(default=None, sa_column=sa.Column(TZ, nullable=nullable, **kw))
+
+
+def _check_in(column: str, enum: type[StrEnum]) -> sa.CheckConstraint:
+    values = ", ".join(f"'{m.value}'" for m in enum)
+    return sa.CheckConstraint(f"{column} IN ({values})", name=f"{column}_valid")
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "app_user"
+    __table_args__ = (sa.Index("app_user_email_key", sa.func.lower(sa.text("email")), unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    email: str = Field(max_length=320)
+    display_name: str = Field(max_length=200)
+    password_hash: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
+    locale: str = Field(default="en", max_length=20, sa_column_kwargs={"server_default": "en"})
+    timezone: str = Field(default="UTC", max_length=64, sa_column_kwargs={"server_default": "UTC"})
+    created_at: datetime = _now_col()
+
+
+class Team(SQLModel, table=True):
+    __tablename__ = "team"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, sa_column_kwargs={"unique": True})
+    created_at: datetime = _now_col()
+
+
+class Membership(SQLModel, table=True):
+    __tablename__ = "membership"
+    __table_args__ = (_check_in("role", Role),)
+
+    user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
+    team_id: int = Field(foreign_key="team.id", primary_key=True, ondelete="CASCADE", index=True)
+    role: str = Field(max_length=20)
+    created_at: datetime = _now_col()
+
+
+class Ticket(SQLModel, table=True):
+    __tablename__ = "ticket"
+    __table_args__ = (
+        _check_in("status", TicketStatus),
+        _check_in("priority", Priority),
+        sa.Index(
+            "ticket_team_status_priority_created", "team_id", "status", "priority", "created_at"
+        ),
+        sa.Index("ticket_team_created", "team_id", sa.text("created_at DESC"), sa.text("id DESC")),
+        sa.Index("ticket_team_creator", "team_id", "creator_id"),
+        sa.Index("ticket_team_assignee", "team_id", "assignee_id"),
+        sa.Index(
+            "ticket_title_trgm",
+            "title",
+            postgresql_using="gin",
+            postgresql_ops={"title": "gin_trgm_ops"},
+        ),
+        # Words pg_trgm cannot index (退款, two letters): the title's bigrams (migration 0010).
+        sa.Index(
+            "ticket_title_bigrams", sa.text("taskdesk_bigrams(title)"), postgresql_using="gin"
+        ),
+        sa.Index("ticket_team_external_id", "team_id", "external_id", unique=True),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    title: str = Field(max_length=500)
+    body: str = Field(default="", sa_column_kwargs={"server_default": ""})
+    status: str = Field(default="OPEN", max_length=20, sa_column_kwargs={"server_default": "OPEN"})
+    priority: str = Field(
+        default="NORMAL", max_length=20, sa_column_kwargs={"server_default": "NORMAL"}
+    )
+    creator_id: int = Field(foreign_key="app_user.id")
+    assignee_id: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    reminder_revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    external_id: str | None = Field(default=None, max_length=200)
+    created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class Notification(SQLModel, table=True):
+    __tablename__ = "notification"
+    __table_args__ = (
+        sa.Index("notification_user_created", "user_id", sa.text("id DESC")),
+        sa.Index(
+            "notification_user_unread", "user_id", postgresql_where=sa.text("read_at IS NULL")
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    task_id: int | None = Field(default=None)
+    kind: str = Field(max_length=40)
+    text: str  # stable English; pages render text_key/text_params in the reader's language
+    text_key: str | None = Field(default=None, max_length=100)
+    text_params: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
+    link: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
+    read_at: datetime | None = _tz()
+    created_at: datetime = _now_col()
+
+
+class ApiToken(SQLModel, table=True):
+    __tablename__ = "api_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    name: str = Field(max_length=200)
+    prefix: str = Field(max_length=32)
+    token_sha256: str = Field(max_length=64, sa_column_kwargs={"unique": True})
+    scopes: list[str] = Field(
+        default_factory=list,
+        sa_column=sa.Column(pg.ARRAY(sa.Text), nullable=False, server_default="{}"),
+    )
+    created_at: datetime = _now_col()
+    last_used_at: datetime | None = _tz()
+    revoked_at: datetime | None = _tz()
+
+
+class BackgroundTask(SQLModel, table=True):
+    """The ledger: one row per unit of background work; the only truth about its state."""
+
+    # Storage: `fillfactor = 50` (migration 0009, which Alembic does not compare) keeps room on
+    # each page, so a send (only `dispatched_at`/`sends` change) is an in-place HOT update.
+    __tablename__ = "background_task"
+    __table_args__ = (
+        _check_in("kind", TaskKind),
+        _check_in("status", TaskStatus),
+        sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress_range"),
+        sa.CheckConstraint("run >= 1 AND attempts >= 0 AND max_attempts >= 1", name="counters"),
+        sa.Index("background_task_team_owner_created", "team_id", "owner_id", sa.text("id DESC")),
+        sa.Index("background_task_team_created", "team_id", sa.text("id DESC")),
+        sa.Index(
+            "background_task_due",
+            "run_at",
+            postgresql_where=sa.text("status = 'WAITING'"),
+        ),
+        sa.Index(
+            "background_task_lease",
+            "lease_until",
+            postgresql_where=sa.text("status = 'RUNNING'"),
+        ),
+        sa.Index(
+            "background_task_expiring",
+            "expires_at",
+            postgresql_where=sa.text("result_bytes IS NOT NULL"),
+        ),
+        sa.Index(
+            "background_task_finished",
+            "finished_at",
+            postgresql_where=sa.text("finished_at IS NOT NULL"),
+        ),
+        # "One active task per idempotency scope" is a database fact, not a code path.
+        sa.Index(
+            "background_task_one_active_per_scope",
+            "kind",
+            "team_id",
+            "scope_key",
+            unique=True,
+            postgresql_where=sa.text("status IN ('WAITING', 'RUNNING')"),
+        ),
+        # A client's idempotency key names one task of its owner (DESIGN.md §6, Stripe-style).
+        sa.Index(
+            "background_task_owner_idempotency_key",
+            "owner_id",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=20)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    ticket_id: int | None = Field(default=None, foreign_key="ticket.id", ondelete="CASCADE")
+
+    scope_key: str = Field(max_length=200)
+    filters: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
+    scope_creator_id: int | None = Field(default=None)
+    reminder_revision: int | None = Field(default=None)
+    note: str = Field(default="", max_length=1000, sa_column_kwargs={"server_default": ""})
+    run_at: datetime = _now_col()
+    idempotency_key: str | None = Field(default=None, max_length=100)
+    request_fingerprint: str | None = Field(default=None, max_length=64)
+
+    status: str = Field(
+        default="WAITING", max_length=20, sa_column_kwargs={"server_default": "WAITING"}
+    )
+    progress: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
+    progress_current: int = Field(
+        default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"}
+    )
+    progress_total: int | None = Field(default=None, sa_type=sa.BigInteger)
+    progress_message: str = Field(
+        default="", max_length=500, sa_column_kwargs={"server_default": ""}
+    )
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    max_attempts: int = Field(default=5, sa_column_kwargs={"server_default": "5"})
+    last_error: str | None = Field(default=None)
+    cancel_requested: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+
+    run: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    # Hand-offs to Redis so far (all rounds): every send gets the arq job id
+    # `task:{id}:{run}:{sends}`, one never used before (arq refuses an id it still knows).
+    sends: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    execution_id: str | None = Field(default=None, max_length=64)
+    dispatched_at: datetime | None = _tz()
+    lease_until: datetime | None = _tz()
+    started_at: datetime | None = _tz()
+
+    stats: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
+    result_summary: str | None = Field(default=None)  # stable English
+    summary_key: str | None = Field(default=None, max_length=100)  # desk.core.messages key
+    summary_params: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
+    result_skipped: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
+    expires_at: datetime | None = _tz()
+    finished_at: datetime | None = _tz()
+    created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class TaskLane(SQLModel, table=True):
+    """An operator's pause of a lane (desk/ledger/lanes.py): its tasks are accepted but stay unsent.
+    No row means the lane was never paused."""
+
+    __tablename__ = "task_lane"
+
+    name: str = Field(primary_key=True, max_length=20)
+    paused: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    paused_by_id: int | None = Field(
+        default=None, foreign_key="app_user.id", ondelete="SET NULL", nullable=True
+    )
+    paused_at: datetime | None = _tz()
+    updated_at: datetime = _now_col()
+
+
+class TaskResultChunk(SQLModel, table=True):
+    """Stored export output, split in chunks; only the chunks of the committing execution count."""
+
+    __tablename__ = "task_result_chunk"
+
+    task_id: int = Field(foreign_key="background_task.id", primary_key=True, ondelete="CASCADE")
+    execution_id: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(primary_key=True)
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+
+
+class Upload(SQLModel, table=True):
+    """A file someone uploaded for a task (an import's CSV), kept in PostgreSQL with it."""
+
+    __tablename__ = "upload"
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE", index=True)
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    filename: str = Field(max_length=300)
+    size: int = Field(sa_type=sa.BigInteger)
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+    created_at: datetime = _now_col()
+
+
+class ImportRejection(SQLModel, table=True):
+    """One rejected row of an import: the error report. Keyed by row, so a rescued run
+    that sees the row again records it once."""
+
+    __tablename__ = "import_rejection"
+
+    task_id: int = Field(foreign_key="background_task.id", primary_key=True, ondelete="CASCADE")
+    row_number: int = Field(primary_key=True)
+    column_name: str = Field(max_length=100)
+    reason: str = Field(max_length=500)
+
+
+class WebSession(SQLModel, table=True):
+    """A signed-in browser: the cookie carries `id` (random, unguessable); ending it server-side
+    (logout, password change, member removal) is setting `revoked_at`."""
+
+    __tablename__ = "web_session"
+
+    id: str = Field(primary_key=True, max_length=64)
+    user_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    csrf: str = Field(max_length=64)
+    created_at: datetime = _now_col()
+    expires_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    revoked_at: datetime | None = _tz()
+
+
+# Tasks with an error (failed, retrying, or retried): the console's failure groups and error
+# search read these instead of the whole ledger. Declared beside the table to leave its
+# __table_args__ to the ledger's own indexes.
+sa.Index(
+    "background_task_errors",
+    BackgroundTask.__table__.c.id,  # type: ignore[attr-defined]
+    postgresql_where=sa.text("last_error IS NOT NULL"),
+)
+
+
+class SiteOperator(SQLModel, table=True):
+    """A site-level operator: sees and steers every team's tasks in the console (CLI-granted)."""
+
+    __tablename__ = "site_operator"
+
+    user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
+    created_at: datetime = _now_col()
+
+
+class OpsAudit(SQLModel, table=True):
+    """One console (or operators CLI) action: who, what, which tasks, when."""
+
+    __tablename__ = "ops_audit"
+    __table_args__ = (
+        sa.Index("ops_audit_team", "team_id", sa.text("id DESC")),
+        sa.Index("ops_audit_tasks", "task_ids", postgresql_using="gin"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    actor_id: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    actor: str = Field(max_length=320)
+    action: str = Field(max_length=40)
+    team_id: int | None = Field(default=None, foreign_key="team.id", ondelete="CASCADE")
+    task_ids: list[int] = Field(
+        default_factory=list,
+        sa_column=sa.Column(pg.ARRAY(sa.BigInteger), nullable=False, server_default="{}"),
+    )
+    count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    detail: str = Field(default="", sa_column_kwargs={"server_default": ""})
+
+
+class TaskEvent(SQLModel, table=True):
+    """The append-only story of a task, written by a trigger on background_task (migration
+    0007) so no ledger statement has to remember it."""
+
+    __tablename__ = "task_event"
+    __table_args__ = (
+        sa.Index("task_event_task", "task_id", "id"),
+        sa.Index("task_event_at", "at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=sa.BigInteger)
+    task_id: int = Field(foreign_key="background_task.id", ondelete="CASCADE")
+    at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    event: str = Field(max_length=20)
+    run: int
+    attempt: int
+    execution_id: str | None = Field(default=None, max_length=64)
+    worker_id: str | None = Field(default=None, max_length=200)
+    detail: str = Field(default="", sa_column_kwargs={"server_default": ""})

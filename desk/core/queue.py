@@ -1,0 +1,372 @@
+"""The only module that talks to arq/Redis for queueing: messages are `{task_id, run}` in JSON.
+
+Redis only wakes workers; the ledger decides what runs. Every call here is best effort from the
+ledger's point of view: a message that is lost is sent again by the dispatcher, so failures are
+logged and reported, never raised into a request.
+
+Sends go through one Lua script (one round trip for a whole sweep's messages). It writes jobs exactly as
+arq's `ArqRedis.enqueue_job` does (`arq:job:<id>` with arq's own serialisation, an entry in the
+lane's sorted set scored by the due time) and, like arq, refuses an id it still knows (a job,
+result or in-progress key): a refused send is not a send. Each send's job id is new
+(`{prefix}:task:{id}:{run}:{send}`), and a re-send removes what the previous send of the task
+left (its queue entry, job, in-progress and retry keys), whatever state it was in.
+
+The epoch key is written by the dispatcher only (`SET NX` on every pass, beside the pass's SQL):
+when a pass finds it missing, Redis lost its data (flush, restart without persistence, failover)
+and every sent-but-unclaimed task must be sent again at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import secrets
+import select
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.constants import (
+    expires_extra_ms,
+    in_progress_key_prefix,
+    job_key_prefix,
+    result_key_prefix,
+    retry_key_prefix,
+)
+from arq.jobs import serialize_job
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import RedisError
+
+from desk.core import tracing
+from desk.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PROCESS_FUNCTION = "process_task"
+LANES = ("short", "long")  # the lanes' names (desk/ledger/lanes.py maps kinds to them)
+REDIS_ERRORS = (RedisError, OSError, TimeoutError)
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=_plain).encode()
+
+
+def _plain(obj: Any) -> Any:
+    """arq also serializes its own results, e.g. `JobExecutionFailed("job expired")` for a job
+    whose key is gone (a batch or the janitor took it): an error as its text, not a traceback."""
+    if isinstance(obj, BaseException):
+        return f"{type(obj).__name__}: {obj}"
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def loads(data: bytes) -> Any:
+    return json.loads(data)
+
+
+def job_id(prefix: str, task_id: int, run: int, send: int) -> str:
+    """One id per hand-off: arq refuses a job whose id it still knows, so ids are never reused."""
+    return f"{prefix}:task:{task_id}:{run}:{send}"
+
+
+def parse_job_id(prefix: str, value: str) -> tuple[int, int, int] | None:
+    """(task id, run, send) of one of our job ids, else None."""
+    m = re.fullmatch(re.escape(prefix) + r":task:(\d+):(\d+):(\d+)", value)
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def queue_name(prefix: str, lane: str = "short") -> str:
+    return f"{prefix}:queue:{lane}"
+
+
+def epoch_key(prefix: str) -> str:
+    return f"{prefix}:epoch"
+
+
+@dataclass(frozen=True)
+class Send:
+    """One hand-off: the task, its round, its send number, its lane and when it is due."""
+
+    task_id: int
+    run: int
+    send: int
+    lane: str
+    due: datetime
+
+
+@dataclass(frozen=True)
+class Sent:
+    accepted: list[bool]  # per send, in order; False: not in Redis (refused or Redis down)
+    reachable: bool = True
+
+
+# ARGV: 6 values per job: queue, job id, score ms, expiry ms, payload, previous job id ('' if
+# none). Returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries are
+# added with one ZADD per queue and 1,000 jobs (a sweep's 1,000 ZADD calls cost a third of it).
+_SEND = """
+local out = {}
+local adds = {}
+local i = 1
+while i <= #ARGV do
+  local q, id, score, px, payload, prev = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+  if prev ~= '' then
+    redis.call('ZREM', q, prev)
+    redis.call('DEL', 'arq:job:' .. prev, 'arq:in-progress:' .. prev, 'arq:retry:' .. prev)
+  end
+  if redis.call('EXISTS', 'arq:job:' .. id, 'arq:result:' .. id, 'arq:in-progress:' .. id) > 0 then
+    out[#out + 1] = 0
+  else
+    redis.call('SET', 'arq:job:' .. id, payload, 'PX', px)
+    local a = adds[q]
+    if not a then
+      a = {}
+      adds[q] = a
+    end
+    a[#a + 1] = score
+    a[#a + 1] = id
+    out[#out + 1] = 1
+  end
+  i = i + 6
+end
+for q, a in pairs(adds) do
+  for j = 1, #a, 2000 do
+    redis.call('ZADD', q, unpack(a, j, math.min(j + 1999, #a)))
+  end
+end
+return out
+"""
+
+
+# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay. Takes each job not yet in
+# progress out of the queue; its job key stays only that long (not deleted: arq may have read
+# the id already and start it in a moment, and then it finds the job and answers "stale" instead
+# of logging an expired job). A job arq already started is left to arq.
+_DROP = """
+local n = 0
+for _, id in ipairs(KEYS) do
+  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 and redis.call('ZREM', ARGV[1], id) == 1 then
+    redis.call('PEXPIRE', 'arq:job:' .. id, ARGV[2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+_PAYLOAD = (
+    b'{"t":null,"f":"'
+    + PROCESS_FUNCTION.encode()
+    + b'","a":[{"task_id":%d,"run":%d}],"k":{},"et":%d}'
+)
+
+
+def _ms(value: datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+class _Pool(ConnectionPool):
+    """redis-py's pool, without a loop turn inside its lock on every command.
+
+    Why: before handing out a connection, redis-py checks it holds no unread reply by reading
+    with a zero timeout, i.e. it waits one event-loop iteration (and raises and catches a
+    timeout) while holding the pool's lock: a process's Redis commands got their connection one
+    per loop iteration. Under the trigger's load (16 accepts in flight, two Redis calls each)
+    those waits were the longest phases of an accept (p50 16-22 ms each, measured per
+    request). Here the same question is answered without waiting: nothing buffered in the
+    stream or the parser, and the socket not readable (select, zero timeout); anything else
+    takes redis-py's own check, which reconnects a connection that has data."""
+
+    async def ensure_connection(self, connection: AbstractConnection) -> None:
+        if connection.is_connected and not _may_have_data(connection):
+            return
+        await super().ensure_connection(connection)
+
+
+def _may_have_data(connection: AbstractConnection) -> bool:
+    """False only when the connection surely holds nothing unread."""
+    stream, writer = connection._reader, connection._writer
+    parsed: Any = getattr(connection._parser, "_reader", None)  # hiredis' reader
+    if stream is None or writer is None or not hasattr(parsed, "has_data"):
+        return True
+    if getattr(stream, "_buffer", True) or parsed.has_data():
+        return True
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return True
+    readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    return bool(readable)
+
+
+class Queue:
+    def __init__(self, settings: Settings, redis: ArqRedis) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.prefix = settings.queue_prefix
+        self.name = queue_name(self.prefix)  # the short lane's queue (kept for older callers)
+        self._send = redis.register_script(_SEND)
+        self._drop = redis.register_script(_DROP)
+        self._token = secrets.token_hex(8)
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Queue:
+        # No ping here: the web must start (and accept tasks) while Redis is down.
+        pool = _Pool.from_url(settings.redis_url, socket_connect_timeout=0.5, socket_timeout=2.0)
+        redis = ArqRedis(
+            pool,
+            job_serializer=dumps,
+            job_deserializer=loads,
+            default_queue_name=queue_name(settings.queue_prefix),
+        )
+        return cls(settings, redis)
+
+    def lane_queue(self, lane: str) -> str:
+        return queue_name(self.prefix, lane)
+
+    def _argv(self, s: Send, now_ms: int, trace: dict[str, str]) -> list[Any]:
+        score = _ms(s.due)
+        if trace:
+            payload = serialize_job(
+                PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run, **trace},), {}, None,
+                now_ms, serializer=dumps,
+            )  # fmt: skip
+        else:  # the same bytes as serialize_job's, without building a dict per message
+            payload = _PAYLOAD % (s.task_id, s.run, now_ms)
+        prev = job_id(self.prefix, s.task_id, s.run, s.send - 1) if s.send > 1 else ""
+        expiry = max(0, score - now_ms) + expires_extra_ms  # as arq: a day past the due time
+        return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),
+                score, expiry, payload, prev]  # fmt: skip
+
+    @tracing.traced("taskdesk.dispatch")
+    async def send_many(self, sends: list[Send]) -> Sent:
+        """Hand every message to Redis in one round trip (the dispatcher's sweep, a web kick)."""
+        if not sends:
+            return Sent([])
+        now_ms = int(time.time() * 1000)
+        argv: list[Any] = []
+        trace = tracing.message_context()  # the worker's spans join the request that sent it
+        for s in sends:
+            argv += self._argv(s, now_ms, trace)
+        try:
+            out = await self._send(args=argv)
+        except REDIS_ERRORS as exc:
+            log.warning(
+                "sending %d task(s) failed (the dispatcher will resend): %s", len(sends), exc
+            )
+            return Sent([False] * len(sends), reachable=False)
+        return Sent([bool(x) for x in out])
+
+    async def mark_epoch(self) -> bool | None:
+        """Write the epoch key unless it exists: True means it was missing (Redis lost its data,
+        or this is its first dispatcher ever); None: Redis unreachable. The dispatcher only."""
+        try:
+            return bool(await self.redis.set(epoch_key(self.prefix), self._token, nx=True))
+        except REDIS_ERRORS:
+            return None
+
+    async def clear_epoch(self) -> None:
+        with contextlib.suppress(*REDIS_ERRORS):
+            await self.redis.delete(epoch_key(self.prefix))
+
+    async def enqueue(
+        self, task_id: int, run: int, send: int, lane: str, due: datetime | None = None
+    ) -> bool:
+        """One message; True only if Redis took it (False: refused or unreachable)."""
+        sent = await self.send_many([Send(task_id, run, send, lane, due or datetime.now(UTC))])
+        return sent.accepted[0]
+
+    async def depth(self) -> int | None:
+        """Messages in every lane's queue (due or deferred)."""
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for lane in LANES:
+                    pipe.zcard(self.lane_queue(lane))
+                return sum(int(n) for n in await pipe.execute())
+        except REDIS_ERRORS:
+            return None
+
+    async def head(self, lane: str, limit: int) -> list[tuple[str, bool]]:
+        """The lane's due job ids, oldest first, each with whether a worker marks it in progress."""
+        q = self.lane_queue(lane)
+        ids = [
+            b.decode()
+            for b in await self.redis.zrangebyscore(q, "-inf", int(time.time() * 1000), 0, limit)
+        ]
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for jid in ids:
+                pipe.exists(in_progress_key_prefix + jid)
+            marks = await pipe.execute()
+        return list(zip(ids, (bool(m) for m in marks), strict=True))
+
+    async def drop_queued(self, lane: str, job_ids: list[str]) -> int:
+        """Take jobs out of a lane's queue before arq starts them (their tasks were claimed by a
+        batch), in one round trip; returns how many were still queued. Their job keys expire
+        within about one lease. Best effort: a job left behind is started by arq and answers
+        "stale"."""
+        if not job_ids:
+            return 0
+        keep_ms = int(self.settings.lease_seconds * 1000)
+        try:
+            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane), keep_ms]))
+        except REDIS_ERRORS as exc:
+            log.info("could not drop %d batch-claimed job(s): %s", len(job_ids), exc)
+            return 0
+
+    async def purge(self, job_ids: list[str]) -> None:
+        """Remove jobs and whatever arq keeps for them (queue entries, in-progress markers)."""
+        if not job_ids:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for lane in LANES:
+                pipe.zrem(self.lane_queue(lane), *job_ids)
+            for prefix in (job_key_prefix, in_progress_key_prefix, retry_key_prefix):
+                pipe.delete(*[prefix + j for j in job_ids])
+            await pipe.execute()
+
+    async def describe(self, task_id: int, run: int, send: int, lane: str) -> str:
+        """What Redis holds for a task's latest send: queued, deferred, in progress or nothing."""
+        if send < 1:
+            return "nothing (never sent)"
+        jid = job_id(self.prefix, task_id, run, send)
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.zscore(self.lane_queue(lane), jid)
+                pipe.exists(job_key_prefix + jid)
+                pipe.pttl(in_progress_key_prefix + jid)
+                pipe.exists(result_key_prefix + jid)
+                pipe.exists(epoch_key(self.prefix))
+                score, job, in_progress_ms, result, epoch = await pipe.execute()
+        except REDIS_ERRORS as exc:
+            return f"unknown (Redis unreachable: {exc})"
+        where = f"job {jid} in the {lane} lane"
+        if int(in_progress_ms) != -2:  # -2: no such key; -1: a key without expiry
+            ttl = (
+                f"expires in {int(in_progress_ms) / 1000:.0f} s"
+                if in_progress_ms > 0
+                else "no expiry"
+            )
+            return f"in progress: {where} (marker {ttl})"
+        if score is not None and job:
+            due = datetime.fromtimestamp(float(score) / 1000, UTC)
+            if due.timestamp() > time.time():
+                return f"deferred until {due:%Y-%m-%d %H:%M:%S} UTC: {where}"
+            return f"queued (due since {due:%H:%M:%S} UTC): {where}"
+        if result:
+            return f"finished: {where} left a result"
+        lost = (
+            "" if epoch else " (Redis has no epoch key: its data was lost; the dispatcher resends)"
+        )
+        return f"nothing for send {send} ({jid}){lost}"
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+def plain_redis(url: str) -> Redis:
+    redis: Redis = Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2.0)
+    return redis

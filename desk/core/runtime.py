@@ -1,0 +1,56 @@
+"""The handles every entry point shares: settings, the database engine, the Redis queue, a clock.
+
+Created by the web app's lifespan, the worker's startup and the CLI — never at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from desk.core.clock import Clock, utcnow
+from desk.core.db import create_engine
+from desk.core.pg import Pg
+from desk.core.queue import Queue
+from desk.core.settings import Settings
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    queue: Queue
+    pg: Pg  # the hot paths' autocommit pool (desk/core/pg.py); `engine` serves SQLModel and admin writes
+    clock: Clock = field(default=utcnow)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        pool_size: int | None = None,
+        pre_ping: bool = True,
+        statement_timeout_ms: int | None = None,
+    ) -> Runtime:
+        engine = create_engine(
+            settings,
+            pool_size=pool_size,
+            pre_ping=pre_ping,
+            statement_timeout_ms=statement_timeout_ms,
+        )
+        queue = await Queue.open(settings)
+        pg = Pg(settings, max_size=pool_size, statement_timeout_ms=statement_timeout_ms)
+        await pg.open()
+        return cls(settings=settings, engine=engine, queue=queue, pg=pg, clock=clock)
+
+    @property
+    def redis(self) -> Redis:
+        return self.queue.redis
+
+    async def close(self) -> None:
+        await self.queue.close()
+        await self.pg.close()
+        await self.engine.dispose()

@@ -1,0 +1,201 @@
+"""Configuration: every setting taskdesk reads from the environment, validated once at start."""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from functools import cached_property
+from typing import Literal
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-change-me"})
+DEV_SECRET = "dev-secret-change-me"
+
+
+class Env(StrEnum):
+    DEV = "dev"
+    TEST = "test"
+    PROD = "prod"
+
+
+class ConfigError(SystemExit):
+    """A setting is nonsense: the process stops with a message naming the variable."""
+
+
+class Settings(BaseSettings):
+    """Read from environment variables (names in upper case); see README's configuration table."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    taskdesk_env: Env = Env.DEV
+    # Empty means "run private embedded servers" (taskdesk dev, the tests).
+    database_url: str = ""
+    redis_url: str = ""
+    queue_prefix: str = Field(default="taskdesk", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    secret_key: str = DEV_SECRET
+    data_dir: str = ".taskdesk"
+
+    db_pool_size: int = Field(default=5, ge=1, le=100)
+    db_max_overflow: int = Field(default=5, ge=0, le=100)
+
+    export_max_active_per_user: int = Field(default=3, ge=1, le=1000)
+    export_max_per_hour: int = Field(default=20, ge=1, le=100_000)
+    export_max_rows: int = Field(default=2_000_000, ge=1)
+    # CSV chunk builds running at once across every worker on this database (each takes a
+    # database core while it runs): an export alone uses two, several exports take turns.
+    export_build_slots: int = Field(default=2, ge=1, le=64)
+    export_retention_hours: float = Field(default=24.0, gt=0)
+    task_retention_days: float = Field(default=30.0, gt=0)
+
+    import_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    import_batch_rows: int = Field(default=1000, ge=1, le=100_000)
+
+    lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    retry_base_seconds: float = Field(default=2.0, gt=0, le=3600)
+    retry_max_seconds: float = Field(default=300.0, gt=0)
+    redelivery_seconds: float = Field(default=15.0, ge=1, le=3600)
+    dispatch_interval: float = Field(default=0.5, gt=0, le=60)
+    dispatch_lookahead_seconds: float = Field(default=3600.0, ge=0, le=80_000)
+    # Slots per worker process and lane (desk/ledger/lanes.py): short tasks (reminders) and long ones
+    # (exports, imports) never take each other's slots.
+    worker_max_jobs: int = Field(default=10, ge=1, le=1000)
+    worker_long_slots: int = Field(default=3, ge=1, le=1000)
+    long_team_max_running: int = Field(default=2, ge=1, le=1000)
+    # 0.01 s: a task starts ~5 ms after its enqueue on average (0.05 s: ~25 ms); an idle worker
+    # polls Redis 100 times a second for it (~5 % of a core, measured by bench/).
+    worker_poll_delay: float = Field(default=0.01, gt=0, le=10)
+    worker_grace_seconds: float = Field(default=20.0, ge=0, le=3600)
+    heartbeat_ttl_seconds: int = Field(default=20, ge=2, le=3600)
+
+    mutation_rate_per_minute: int = Field(default=120, ge=1)
+    # How long a client's idempotency key names its task (a retry or double click within it gets
+    # the same task, even one that has finished).
+    idempotency_window_seconds: float = Field(default=600.0, ge=10, le=86_400)
+
+    # Request bodies are counted while they are read (api/limits.py): page forms at this size,
+    # sign-in and GraphQL at their own small fixed sizes, import uploads at IMPORT_MAX_BYTES.
+    form_max_bytes: int = Field(default=1024 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
+    login_window_seconds: int = Field(default=900, ge=10, le=86_400)
+    login_max_per_account: int = Field(default=10, ge=1, le=10_000)
+    login_max_per_address: int = Field(default=100, ge=1, le=100_000)
+    # argon2 runs in this many threads at most, off the event loop (each hash takes ~64 MiB).
+    password_hash_threads: int = Field(default=2, ge=1, le=64)
+    # /health detail and /metrics: a bearer token, and/or client addresses or networks
+    # ("10.0.0.0/8,127.0.0.1"). With neither, only dev/test show them; prod says a plain "ok".
+    ops_token: str = Field(default="", max_length=256)
+    ops_allowed_addresses: str = Field(default="", max_length=2000)
+    # GraphQL cost bounds (docs/graphql.md): a request's estimated cost (list sizes x nested
+    # fields), the database connections one request may hold at once, the bytes of ticket text
+    # one response may carry, and how long one statement of the web process may run.
+    graphql_max_cost: int = Field(default=10_000, ge=100, le=1_000_000)
+    graphql_request_connections: int = Field(default=2, ge=1, le=20)
+    graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=2**30)
+    web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
+    # Requests one web process serves at a time (api/overload.py); more are refused at once
+    # with 503 + Retry-After instead of all being served late. 48: above the benchmarks' 32
+    # closed-loop connections. The bound adapts between the two counts so that answers start
+    # within the target (a saturated process serves no more with more in flight, only later);
+    # a minimum above the maximum is the maximum (setting only WEB_MAX_IN_FLIGHT low is sane).
+    web_max_in_flight: int = Field(default=48, ge=1, le=10_000)
+    web_min_in_flight: int = Field(default=8, ge=1, le=10_000)
+    web_target_latency_ms: int = Field(default=60, ge=5, le=60_000)
+    # Telemetry (desk/core/logs.py, desk/core/metrics.py, desk/core/tracing.py).
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # A worker serves its own metrics on this port (0: off); one port per worker on a host.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Empty: no tracing at all (the opentelemetry packages are not even imported).
+    otel_exporter_otlp_endpoint: str = Field(default="", max_length=500)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str) -> str:
+        if v and not v.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or empty for the embedded server)")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str) -> str:
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
+        return v
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _check_otlp(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (or empty: no tracing)")
+        return v
+
+    @field_validator("secret_key")
+    @classmethod
+    def _check_secret(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("taskdesk_env") is Env.PROD and (v in PLACEHOLDER_SECRETS or len(v) < 16):
+            raise ValueError(
+                "a placeholder or shorter than 16 characters; set a long random value in "
+                "production (e.g. `openssl rand -hex 32`)"
+            )
+        return v
+
+    @field_validator("ops_token")
+    @classmethod
+    def _check_ops_token(cls, v: str) -> str:
+        if v and len(v) < 16:
+            raise ValueError("at least 16 characters (or empty to accept no token)")
+        return v
+
+    @field_validator("ops_allowed_addresses")
+    @classmethod
+    def _check_ops_addresses(cls, v: str) -> str:
+        for item in filter(None, (x.strip() for x in v.split(","))):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network") from None
+        return v
+
+    @cached_property
+    def ops_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        items = (x.strip() for x in self.ops_allowed_addresses.split(","))
+        return tuple(ipaddress.ip_network(x, strict=False) for x in items if x)
+
+    @model_validator(mode="after")
+    def _check_retry(self) -> Settings:
+        if self.retry_max_seconds < self.retry_base_seconds:
+            raise ValueError("RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS")
+        return self
+
+    @cached_property
+    def sqlalchemy_url(self) -> str:
+        """The database URL in the form SQLAlchemy wants (psycopg 3 driver)."""
+        url = self.database_url
+        for prefix in ("postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+    @cached_property
+    def libpq_url(self) -> str:
+        """The database URL in the form psycopg wants."""
+        return self.sqlalchemy_url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings or stop the process with one readable line per bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = "_".join(str(p) for p in err["loc"]).upper() or "configuration"
+            lines.append(f"  {name}: {err['msg'].removeprefix('Value error, ')}")
+        raise ConfigError("taskdesk: invalid configuration\n" + "\n".join(lines)) from None

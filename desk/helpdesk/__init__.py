@@ -1,0 +1,1 @@
+"""The helpdesk itself: tickets, their filters and the in-app notifications."""

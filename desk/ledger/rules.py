@@ -1,0 +1,83 @@
+"""What a visible task offers and how it is called: cancel, retry, download, its status label.
+
+One copy of each rule, read by `desk.work.tasks` (which enforces them) and by GraphQL and the pages
+(which show buttons without trying the action). Each takes a `BackgroundTask` or anything with
+the same columns (`desk.reads.tasks.TaskRow`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from desk.core.models import TaskKind, TaskStatus
+
+
+class TaskLike(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def owner_id(self) -> int: ...
+    @property
+    def cancel_requested(self) -> bool: ...
+    @property
+    def result_bytes(self) -> int | None: ...
+    @property
+    def expires_at(self) -> datetime | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def run_at(self) -> datetime: ...
+    @property
+    def result_skipped(self) -> bool: ...
+    @property
+    def lease_until(self) -> datetime | None: ...
+
+
+def can_cancel(task: TaskLike) -> bool:
+    """Anyone who may see a task may cancel it (exports are their owner's, reminders and imports
+    staff work); what remains is whether it is still active and not already stopping."""
+    if task.status == TaskStatus.WAITING:
+        return True
+    return task.status == TaskStatus.RUNNING and not task.cancel_requested
+
+
+def can_retry(task: TaskLike) -> bool:
+    return task.status == TaskStatus.FAILED
+
+
+def export_downloadable(task: TaskLike, user_id: int, now: datetime) -> bool:
+    """The stored CSV is its owner's alone, and only until it expires."""
+    return (
+        task.kind == TaskKind.EXPORT
+        and task.owner_id == user_id
+        and task.status == TaskStatus.COMPLETED
+        and task.result_bytes is not None
+        and (task.expires_at is None or task.expires_at > now)
+    )
+
+
+def status_label(task: TaskLike, now: datetime) -> str:
+    """What people see: Queued, Scheduled, Retrying, Running, Worker lost, Cancelling, Completed,
+    Skipped, Failed, Cancelled or Expired.
+
+    "Worker lost": RUNNING, but its worker stopped renewing the lease (killed, or cut off). The
+    rescuer re-arms it once a worker runs again, so it is not "Running" and not failed either."""
+    if task.status == TaskStatus.WAITING:
+        if task.attempts > 0:
+            return "Retrying"
+        return "Scheduled" if task.run_at > now + timedelta(seconds=5) else "Queued"
+    if task.status == TaskStatus.RUNNING:
+        if task.cancel_requested:
+            return "Cancelling"
+        lost = task.lease_until is not None and task.lease_until < now
+        return "Worker lost" if lost else "Running"
+    if task.status == TaskStatus.COMPLETED:
+        if task.result_skipped:
+            return "Skipped"
+        if task.kind == TaskKind.EXPORT and task.expires_at is not None and task.expires_at <= now:
+            return "Expired"
+        return "Completed"
+    return task.status.title()

@@ -1,0 +1,399 @@
+"""The ledger's SQL for one execution of a task: claim, progress, finish, fail, release, cancel.
+
+Every transition is one conditional `UPDATE … WHERE <fence> RETURNING <the columns the worker
+needs>`. The claim's fence is the round (`run`) and status WAITING; every later write's fence is
+the execution id with status RUNNING: when it no longer holds, nothing changes and the caller
+learns it lost the right to commit.
+
+The worker's own transitions run on `rt.pg` (desk/core/pg.py) as single autocommit statements and
+answer with a `Row` (no ORM objects on the hot path). The same statements are also available on
+a caller's SQLAlchemy connection (`progress`, `finish`), for processors whose side effects
+(an import's rows, an export's chunks) must commit in the same transaction.
+
+Repeating a statement whose reply was lost (the connection broke after the commit) is safe only
+because of the fences: a claim or a finish repeated by the same execution answers with the row
+it already wrote and changes nothing; any other repeat matches no row.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.core import metrics, tracing
+from desk.core.pg import Pg
+from desk.ledger.lanes import lane_of
+from desk.ledger.sends import FULL_TEAMS_PG
+
+COLUMNS = (
+    "id, run, kind, status, team_id, owner_id, ticket_id, scope_creator_id, attempts, "
+    "max_attempts, execution_id, filters, progress_current, stats, created_at, run_at, "
+    "started_at, finished_at, updated_at, dispatched_at, sends, last_error, result_summary, "
+    "lease_until, progress, cancel_requested"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """What an execution needs of its task row (the columns of `COLUMNS`)."""
+
+    id: int
+    run: int
+    kind: str
+    status: str
+    team_id: int
+    owner_id: int
+    ticket_id: int | None
+    scope_creator_id: int | None
+    attempts: int
+    max_attempts: int
+    execution_id: str | None
+    filters: dict[str, Any]
+    progress_current: int
+    stats: dict[str, Any]
+    created_at: datetime
+    run_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    dispatched_at: datetime | None
+    sends: int
+    last_error: str | None
+    result_summary: str | None
+    lease_until: datetime | None
+    progress: float
+    cancel_requested: bool
+
+
+def _row(found: list[dict[str, Any]]) -> Row | None:
+    return Row(**found[0]) if found else None
+
+
+# A repeat by the same execution (its first reply lost) finds its own claim: attempts and
+# started_at are not counted twice.
+_CLAIM = (
+    "UPDATE background_task SET status = 'RUNNING', execution_id = %(eid)s, "
+    " attempts = attempts + (status = 'WAITING')::int, lease_until = %(lease)s, "
+    " started_at = CASE WHEN status = 'WAITING' THEN %(now)s ELSE started_at END, "
+    " updated_at = %(now)s "
+    "WHERE id = %(id)s AND run = %(run)s AND ((status = 'WAITING' AND NOT cancel_requested) "
+    " OR (status = 'RUNNING' AND execution_id = %(eid)s)) "
+    f"RETURNING {COLUMNS}"
+)
+
+
+@tracing.traced("taskdesk.claim")
+async def claim(
+    pg: Pg, task_id: int, run: int, execution_id: str, *, now: datetime, lease: timedelta
+) -> Row | None:
+    """Take a delivered task: only a WAITING row of the same round; anything else is stale."""
+    params = {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease}
+    return metrics.claimed(_row(await pg.write(_CLAIM, params)))
+
+
+@tracing.traced("taskdesk.claim")
+async def claim_long(
+    pg: Pg,
+    task_id: int,
+    run: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    lease: timedelta,
+    team_max: int,
+) -> Row | None:
+    """`claim` for the long lane, in one transaction: the team's lock makes the count of its
+    running long tasks exact. A team at its cap gets its task back unsent (`dispatched_at`
+    NULL), and the dispatcher sends it again once one of the team's long tasks ends."""
+    params = {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease}
+    async with pg.connection() as conn, conn.transaction():
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(7342, team_id) FROM background_task WHERE id = %(id)s",
+            params,
+        )
+        full = await conn.execute(
+            "UPDATE background_task SET dispatched_at = NULL WHERE id = %(id)s AND run = %(run)s "
+            f" AND status = 'WAITING' AND team_id IN ({FULL_TEAMS_PG}) RETURNING id",
+            {**params, "team_max": team_max},
+        )
+        if await full.fetchone() is not None:
+            return None
+        cursor = await conn.execute(_CLAIM, params)
+        assert cursor.description is not None
+        names = [c.name for c in cursor.description]
+        found = [dict(zip(names, r, strict=True)) for r in await cursor.fetchall()]
+    return metrics.claimed(_row(found))
+
+
+# A row a short-lane batch may take besides the delivered one: a reminder due now, or a plain
+# NOOP (no script) whose send is out. Scripted NOOPs (tests' failures, steps) run one per job.
+_BATCHABLE = "(kind = 'REMINDER' OR (kind = 'NOOP' AND filters = '{}'::jsonb))"
+
+
+@tracing.traced("taskdesk.claim")
+async def claim_short(
+    pg: Pg,
+    task_id: int,
+    run: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> list[Row]:
+    """`claim` for a short-lane message, in one statement: when the delivered task is a reminder
+    or a plain NOOP, the lane's other ready rows come with it (reminders due by `now`, plain NOOPs
+    already sent; up to `limit` in all, rows others hold are skipped), so a burst runs in a few
+    batches instead of one job each. Each row is fenced as by `claim`: its own execution id (the
+    delivered one `execution_id`, the others `{execution_id}.{id}`), attempts+1, the lease.
+    Cancelled rows are never taken, and a paused short lane lends none of its rows to a message
+    sent before the pause."""
+    b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
+    rows = await pg.write(
+        "WITH first AS (SELECT id, kind, filters FROM background_task WHERE id = %(id)s "
+        "  AND run = %(run)s AND status = 'WAITING' AND NOT cancel_requested FOR UPDATE), "
+        "more AS (SELECT id FROM background_task WHERE status = 'WAITING' "
+        "  AND run_at <= %(now)s AND NOT cancel_requested AND id <> %(id)s "
+        f"  AND {_BATCHABLE} AND (kind = 'REMINDER' OR dispatched_at IS NOT NULL) "
+        f"  AND EXISTS (SELECT 1 FROM first WHERE {_BATCHABLE}) "
+        "  AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused) "
+        "  ORDER BY run_at LIMIT %(lim)s FOR UPDATE SKIP LOCKED) "
+        "UPDATE background_task b SET status = 'RUNNING', "
+        " execution_id = CASE WHEN b.id = %(id)s THEN %(eid)s ELSE %(eid)s || '.' || b.id END, "
+        " attempts = b.attempts + 1, lease_until = %(lease)s, started_at = %(now)s, "
+        " updated_at = %(now)s "
+        "FROM (SELECT id FROM first UNION ALL SELECT id FROM more) t "
+        f"WHERE b.id = t.id AND b.status = 'WAITING' RETURNING {b_columns}",
+        {
+            "id": task_id,
+            "run": run,
+            "eid": execution_id,
+            "now": now,
+            "lease": now + lease,
+            "lim": max(0, limit - 1),
+            "lane": lane_of("REMINDER"),
+        },
+    )
+    return [metrics.claimed(Row(**r)) for r in rows]
+
+
+def batchable(row: Row) -> bool:
+    """Whether a claimed row runs in a short-lane batch (see `_BATCHABLE`)."""
+    return row.kind == "REMINDER" or (row.kind == "NOOP" and not row.filters)
+
+
+@dataclass(frozen=True)
+class Pulse:
+    alive: bool  # False: this execution lost its right to write
+    cancel_requested: bool = False
+
+
+_PROGRESS = (
+    "UPDATE background_task SET lease_until = %(lease)s, updated_at = %(now)s, "
+    " progress_current = coalesce(%(cur)s, progress_current), "
+    " progress_total = coalesce(%(tot)s, progress_total), "
+    " progress_message = coalesce(%(msg)s, progress_message), "
+    " stats = coalesce(CAST(%(stats)s AS jsonb), stats), "
+    " progress = CASE WHEN coalesce(%(tot)s, progress_total) > 0 THEN least(1.0, "
+    "   coalesce(%(cur)s, progress_current)::float / coalesce(%(tot)s, progress_total)) "
+    "   ELSE progress END "
+    "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
+    "RETURNING cancel_requested"
+)
+
+
+def _progress_params(
+    task_id: int,
+    execution_id: str,
+    now: datetime,
+    lease: timedelta,
+    current: int | None = None,
+    total: int | None = None,
+    message: str | None = None,
+    stats: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "eid": execution_id,
+        "now": now,
+        "lease": now + lease,
+        "cur": current,
+        "tot": total,
+        "msg": message,
+        "stats": json.dumps(stats) if stats is not None else None,
+    }
+
+
+def _pulse(rows: list[Any]) -> Pulse:
+    return Pulse(True, bool(rows[0][0])) if rows else Pulse(False)
+
+
+async def pulse(
+    pg: Pg, task_id: int, execution_id: str, *, now: datetime, lease: timedelta, **fields: Any
+) -> Pulse:
+    """Report progress and extend the lease (also the keep-alive), one autocommit statement.
+    A repeat after a lost reply writes the same values again."""
+    params = _progress_params(task_id, execution_id, now, lease, **fields)
+    return _pulse([tuple(r.values()) for r in await pg.write(_PROGRESS, params)])
+
+
+async def progress(
+    conn: AsyncConnection,
+    task_id: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    lease: timedelta,
+    current: int | None = None,
+    total: int | None = None,
+    message: str | None = None,
+    stats: dict[str, int] | None = None,
+) -> Pulse:
+    """`pulse` inside the caller's transaction (an import's batch commits with its progress)."""
+    params = _progress_params(task_id, execution_id, now, lease, current, total, message, stats)
+    return _pulse(list(await conn.exec_driver_sql(_PROGRESS, params)))
+
+
+# A repeat by the same execution after its commit (the reply lost) matches no RUNNING row; the
+# second branch then answers with the row it completed (same snapshot: never both).
+_FINISH = (
+    "WITH done AS (UPDATE background_task SET status = 'COMPLETED', progress = 1, "
+    " result_summary = %(summary)s, summary_key = %(skey)s, "
+    " summary_params = CAST(%(sparams)s AS jsonb), "
+    " progress_current = coalesce(%(cur)s, progress_current), "
+    " progress_message = coalesce(%(msg)s, progress_message), "
+    " stats = coalesce(CAST(%(stats)s AS jsonb), stats), result_skipped = %(skipped)s, "
+    " expires_at = %(expires)s, result_bytes = %(bytes)s, finished_at = %(now)s, "
+    " lease_until = NULL, updated_at = %(now)s "
+    " WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
+    f" RETURNING {COLUMNS}) "
+    "SELECT * FROM done UNION ALL "
+    f"SELECT {COLUMNS} FROM background_task "
+    "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'COMPLETED'"
+)
+
+
+def _finish_params(
+    task_id: int,
+    execution_id: str,
+    now: datetime,
+    summary: str,
+    summary_key: str | None = None,
+    summary_params: dict[str, Any] | None = None,
+    skipped: bool = False,
+    expires_at: datetime | None = None,
+    result_bytes: int | None = None,
+    current: int | None = None,
+    message: str | None = None,
+    stats: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "eid": execution_id,
+        "now": now,
+        "summary": summary,
+        "skey": summary_key,
+        "sparams": json.dumps(summary_params or {}),
+        "skipped": skipped,
+        "expires": expires_at,
+        "bytes": result_bytes,
+        "cur": current,
+        "msg": message,
+        "stats": json.dumps(stats) if stats is not None else None,
+    }
+
+
+@tracing.traced("taskdesk.finish")
+async def complete(
+    pg: Pg, task_id: int, execution_id: str, *, now: datetime, **fields: Any
+) -> Row | None:
+    """COMPLETED if this execution still holds the fence, one autocommit statement; None means:
+    discard quietly. Fields as `finish`."""
+    params = _finish_params(task_id, execution_id, now, **fields)
+    return metrics.ended(_row(await pg.write(_FINISH, params)))
+
+
+@tracing.traced("taskdesk.finish")
+async def finish(
+    conn: AsyncConnection, task_id: int, execution_id: str, *, now: datetime, **fields: Any
+) -> Row | None:
+    """`complete` inside the caller's transaction (with the side effects it commits)."""
+    params = _finish_params(task_id, execution_id, now, **fields)
+    found = (await conn.exec_driver_sql(_FINISH, params)).first()
+    return metrics.ended(Row(**found._mapping) if found else None)
+
+
+def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = None) -> timedelta:
+    """Exponential backoff with full jitter in [50 %, 100 %] of base·2^(attempts-1), capped."""
+    raw = min(cap, base * 2 ** max(0, attempts - 1))
+    return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
+
+
+_RETRY = "(CAST(%(retry_at)s AS timestamptz) IS NOT NULL AND attempts < max_attempts)"
+
+
+@tracing.traced("taskdesk.finish")
+async def fail(
+    pg: Pg, task_id: int, execution_id: str, *, now: datetime, error: str, retry_at: datetime | None
+) -> Row | None:
+    """Re-arm for another round at `retry_at` while attempts remain, else FAILED.
+
+    `retry_at=None` means the error cannot succeed on retry: FAILED at once. A repeat after a
+    lost reply matches nothing (the row left RUNNING); the dispatcher sends a re-armed row."""
+    found = await pg.write(
+        "UPDATE background_task SET "
+        f" status = CASE WHEN {_RETRY} THEN 'WAITING' ELSE 'FAILED' END, "
+        f" run = CASE WHEN {_RETRY} THEN run + 1 ELSE run END, "
+        f" run_at = CASE WHEN {_RETRY} THEN CAST(%(retry_at)s AS timestamptz) ELSE run_at END, "
+        f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END, "
+        " dispatched_at = NULL, lease_until = NULL, last_error = %(error)s, updated_at = %(now)s "
+        "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
+        f"RETURNING {COLUMNS}",
+        {
+            "id": task_id,
+            "eid": execution_id,
+            "now": now,
+            "error": error[:2000],
+            "retry_at": retry_at,
+        },
+    )
+    return metrics.ended(_row(found))
+
+
+async def release(pg: Pg, task_id: int, execution_id: str, *, now: datetime) -> Row | None:
+    """A worker shutting down hands its task back without spending an attempt."""
+    found = await pg.write(
+        "UPDATE background_task SET status = 'WAITING', run = run + 1, run_at = %(now)s, "
+        " attempts = greatest(attempts - 1, 0), dispatched_at = NULL, lease_until = NULL, "
+        " updated_at = %(now)s "
+        "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
+        f" AND NOT cancel_requested RETURNING {COLUMNS}",
+        {"id": task_id, "eid": execution_id, "now": now},
+    )
+    return _row(found)
+
+
+async def ack_cancel(pg: Pg, task_id: int, execution_id: str, *, now: datetime) -> Row | None:
+    """CANCELLED as asked, dropping whatever output this execution stored, in one statement."""
+    found = await pg.write(
+        "WITH dropped AS (DELETE FROM task_result_chunk "
+        "  WHERE task_id = %(id)s AND execution_id = %(eid)s) "
+        "UPDATE background_task SET status = 'CANCELLED', finished_at = %(now)s, "
+        " lease_until = NULL, updated_at = %(now)s "
+        "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
+        f"RETURNING {COLUMNS}",
+        {"id": task_id, "eid": execution_id, "now": now},
+    )
+    return metrics.ended(_row(found))
+
+
+async def reread(conn: AsyncConnection, task_id: int) -> Row | None:
+    """The row again, in the caller's transaction (an execution after a database error)."""
+    sql = f"SELECT {COLUMNS} FROM background_task WHERE id = %(id)s"
+    found = (await conn.exec_driver_sql(sql, {"id": task_id})).first()
+    return Row(**found._mapping) if found else None

@@ -1,0 +1,194 @@
+"""Worker-side ledger SQL beyond a single execution: a batch's endings (reminders, plain NOOPs), the rescue of
+rows whose lease ran out, an export's stored chunks, and pruning. Each runs on the caller's
+SQLAlchemy connection, inside the transaction that commits its side effects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.core import metrics, tracing
+from desk.core.models import BackgroundTask
+from desk.core.pg import Pg
+from desk.ledger.run import COLUMNS, Row
+
+
+def _task(row: Any) -> BackgroundTask:
+    return BackgroundTask(**row._mapping)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One row of `finish_many`: the execution that may commit it and its result."""
+
+    task_id: int
+    execution_id: str
+    summary: str
+    skipped: bool
+    summary_key: str | None = None  # the summary as a message key and its parameters
+    summary_params: dict[str, Any] | None = None
+
+
+@tracing.traced("taskdesk.finish")
+async def finish_many(
+    conn: AsyncConnection, endings: list[Ending], *, now: datetime
+) -> list[BackgroundTask]:
+    """`finish` for many rows in one statement; only rows whose fence still holds are returned
+    (the caller writes side effects for those alone, in the same transaction)."""
+    rows = await conn.execute(
+        sa.text(
+            "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
+            " result_summary = u.summary, result_skipped = u.skipped, finished_at = :now, "
+            " summary_key = u.skey, summary_params = CAST(u.sparams AS jsonb), "
+            " lease_until = NULL, updated_at = :now "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:eids AS text[]), CAST(:sums AS text[]), "
+            " CAST(:skips AS boolean[]), CAST(:skeys AS text[]), CAST(:sparams AS text[])) "
+            " AS u(id, eid, summary, skipped, skey, sparams) "
+            "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' RETURNING b.*"
+        ),
+        {
+            "ids": [e.task_id for e in endings],
+            "eids": [e.execution_id for e in endings],
+            "sums": [e.summary for e in endings],
+            "skips": [e.skipped for e in endings],
+            "skeys": [e.summary_key for e in endings],
+            "sparams": [json.dumps(e.summary_params or {}) for e in endings],
+            "now": now,
+        },
+    )
+    return [metrics.ended(_task(r)) for r in rows]
+
+
+@tracing.traced("taskdesk.finish")
+async def complete_many(
+    pg: Pg, claimed: list[tuple[int, str]], *, now: datetime, summary: str, summary_key: str
+) -> list[Row]:
+    """COMPLETED with one summary for many (task id, execution id), one autocommit statement;
+    only rows whose fence still holds change and are returned (a batch of plain NOOPs). A repeat
+    after a lost reply matches nothing: its rows are already COMPLETED."""
+    b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
+    found = await pg.write(
+        "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
+        " result_summary = %(summary)s, summary_key = %(skey)s, summary_params = '{}'::jsonb, "
+        " result_skipped = false, expires_at = NULL, result_bytes = NULL, finished_at = %(now)s, "
+        " lease_until = NULL, updated_at = %(now)s "
+        "FROM unnest(CAST(%(ids)s AS bigint[]), CAST(%(eids)s AS text[])) AS u(id, eid) "
+        "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' "
+        f"RETURNING {b_columns}",
+        {
+            "ids": [i for i, _ in claimed],
+            "eids": [e for _, e in claimed],
+            "now": now,
+            "summary": summary,
+            "skey": summary_key,
+        },
+    )
+    return [metrics.ended(Row(**r)) for r in found]
+
+
+async def rescue(
+    conn: AsyncConnection, *, now: datetime, limit: int, unreachable: tuple[int, ...] = ()
+) -> list[BackgroundTask]:
+    """RUNNING rows whose lease expired (the worker died): re-arm, or fail when out of attempts.
+
+    `unreachable`: tasks a live worker still runs (its registration lists them) — it could not
+    renew the lease because it could not reach the database, and `last_error` says so."""
+    rows = await conn.execute(
+        sa.text(
+            "WITH lost AS (SELECT id FROM background_task WHERE status = 'RUNNING' AND lease_until < :now "
+            "  ORDER BY lease_until LIMIT :lim FOR UPDATE SKIP LOCKED) "
+            "UPDATE background_task b SET "
+            " status = CASE WHEN b.cancel_requested THEN 'CANCELLED' "
+            "   WHEN b.attempts < b.max_attempts THEN 'WAITING' ELSE 'FAILED' END, "
+            " run = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN b.run + 1 ELSE b.run END, "
+            " run_at = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN :now ELSE b.run_at END, "
+            " finished_at = CASE WHEN b.cancel_requested OR b.attempts >= b.max_attempts THEN :now END, "
+            " last_error = CASE WHEN b.cancel_requested THEN b.last_error "
+            "   WHEN b.id = ANY(:unreachable) THEN 'Database unreachable: the worker running this "
+            "task could not renew its lease (attempt ' || b.attempts || ' of ' || b.max_attempts || ').' "
+            "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
+            "   || b.max_attempts || ').' END, "
+            " dispatched_at = NULL, lease_until = NULL, updated_at = :now "
+            "FROM lost WHERE b.id = lost.id RETURNING b.*"
+        ),
+        {"now": now, "lim": limit, "unreachable": list(unreachable)},
+    )
+    return metrics.rescued([_task(r) for r in rows])
+
+
+async def store_chunk(
+    conn: AsyncConnection, task_id: int, execution_id: str, seq: int, data: bytes
+) -> None:
+    await conn.execute(
+        sa.text(
+            "INSERT INTO task_result_chunk (task_id, execution_id, seq, data) VALUES (:t, :e, :s, :d)"
+        ),
+        {"t": task_id, "e": execution_id, "s": seq, "d": data},
+    )
+
+
+async def drop_other_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:
+    """Keep only the committing execution's output (earlier, lost executions may have left some)."""
+    await conn.execute(
+        sa.text("DELETE FROM task_result_chunk WHERE task_id = :t AND execution_id <> :e"),
+        {"t": task_id, "e": execution_id},
+    )
+
+
+async def drop_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:
+    await conn.execute(
+        sa.text("DELETE FROM task_result_chunk WHERE task_id = :t AND execution_id = :e"),
+        {"t": task_id, "e": execution_id},
+    )
+
+
+@dataclass(frozen=True)
+class Pruned:
+    results: int
+    orphans: int
+    tasks: int
+
+
+async def prune(
+    conn: AsyncConnection, *, now: datetime, retention: timedelta, limit: int
+) -> Pruned:
+    """Delete expired export results (rows stay), orphaned output, and old finished rows."""
+    results = await conn.execute(
+        sa.text(
+            "WITH expired AS (UPDATE background_task SET result_bytes = NULL, updated_at = :now "
+            "  WHERE id IN (SELECT id FROM background_task WHERE expires_at < :now "
+            "    AND result_bytes IS NOT NULL LIMIT :lim) RETURNING id) "
+            "DELETE FROM task_result_chunk c USING expired WHERE c.task_id = expired.id"
+        ),
+        {"now": now, "lim": limit},
+    )
+    orphans = await conn.execute(
+        sa.text(
+            "DELETE FROM task_result_chunk c USING background_task b WHERE c.task_id = b.id "
+            " AND b.status IN ('COMPLETED', 'FAILED', 'CANCELLED') "
+            " AND (b.status <> 'COMPLETED' OR c.execution_id <> b.execution_id)"
+        ),
+    )
+    # Uploads are needed until their import ends; keep them a day for a user's retry.
+    await conn.execute(
+        sa.text(
+            "DELETE FROM upload u WHERE u.created_at < :upload_cutoff AND NOT EXISTS ("
+            " SELECT 1 FROM background_task b WHERE b.kind = 'IMPORT' AND b.status IN ('WAITING', 'RUNNING', 'FAILED') "
+            " AND b.team_id = u.team_id AND b.filters ->> 'upload_id' = u.id::text)"
+        ),
+        {"upload_cutoff": now - timedelta(days=1)},
+    )
+    tasks = await conn.execute(
+        sa.text(
+            "DELETE FROM background_task WHERE id IN (SELECT id FROM background_task "
+            " WHERE finished_at < :cutoff ORDER BY finished_at LIMIT :lim)"
+        ),
+        {"cutoff": now - retention, "lim": limit},
+    )
+    return Pruned(results.rowcount, orphans.rowcount, tasks.rowcount)

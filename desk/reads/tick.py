@@ -1,0 +1,279 @@
+"""The page watcher's tick in ONE statement (issue 11): who is asking, their unread count, every
+watched row as they may see it, and the list's "anything newer than N visible to me?".
+
+A tick used to be four round trips (the session with the bell's count, the rows' versions, the
+changed rows, the list check); on a saturated web process their driver work was ~45 % of its
+samples. Here they are the branches of one statement, built from the same SQL pieces as
+`desk.reads.tasks` (`_TASK_SQL` for a row, `_list_sql` for the list, the session's and the bell's
+columns), so a row, a list and a session cannot read differently here than there:
+
+    SELECT <session, person, unread[, teams]> FROM web_session … (one row, or none: signed out)
+    LEFT JOIN LATERAL (  1, the watched rows, each as `reads.task` reads it
+                       UNION ALL
+                         2, the list's rows newer than N, as `reads.list_tasks` reads them ) x
+
+The caller (ui.watch) tells changed rows from unchanged ones with the versions it computes from
+the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every part to the
+answers of the separate reads, for each role.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from operator import itemgetter
+from typing import Any
+
+from desk.core.models import Role, TaskKind
+from desk.core.pg import Pg
+from desk.people import access, sessions
+from desk.reads import tasks as reads
+from desk.reads.tasks import TASK_COLUMNS, Person, TaskHit, TaskPage, TaskRow, TeamRef
+
+_N = len(TASK_COLUMNS)
+# The session's columns as in `reads.viewer`, then the unread count and the list's team.
+_HEAD = 8
+# The user's first team by name: the team a page works in when no team cookie says one
+# (ui.viewer._choose_team picks the first of `reads._TEAMS_SQL`'s list, ordered by name).
+_FIRST_TEAM_SQL = (
+    "(SELECT mm.team_id FROM membership mm JOIN team tm ON tm.id = mm.team_id "
+    "WHERE mm.user_id = u.id ORDER BY tm.name LIMIT 1)"
+)
+_AT = {c: i for i, c in enumerate(TASK_COLUMNS)}
+# After a branch's task columns: the reminder's ticket title, the paused lanes (as in
+# `reads._TASK_SQL` and `reads._list_sql`), then the reader's role and whether read whole.
+_TITLE, _PAUSED, _ROLE, _WHOLE = _N, _N + 1, _N + 2, _N + 3
+
+
+# What `task_rules.status_label` reads, in `State`'s order (one C call per row).
+_STATE = itemgetter(
+    *(
+        _AT[c]
+        for c in (
+        "kind", "status", "owner_id", "cancel_requested", "result_bytes", "expires_at",
+        "attempts", "run_at", "result_skipped", "lease_until",
+        )
+    )
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """The fields `task_rules.status_label` reads (a TaskLike), from a watched row."""
+
+    kind: str
+    status: str
+    owner_id: int
+    cancel_requested: bool
+    result_bytes: int | None
+    expires_at: datetime | None
+    attempts: int
+    run_at: datetime
+    result_skipped: bool
+    lease_until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A watched row the reader may see: what its version is made of, and — when `whole` —
+    the whole row (otherwise the page's copy was of this very `updated_at`: see `known`)."""
+
+    state: State
+    updated_at: datetime
+    paused_lanes: frozenset[str]
+    data: tuple[Any, ...]  # the task columns (NULL but the light ones unless whole), then _TITLE…
+    reader: int
+    whole: bool
+
+    def hit(self) -> TaskHit:
+        """The row as `reads.task` gives it."""
+        if not self.whole:
+            raise ValueError("only what its version is made of was read of this row")
+        # As `reads._hit` builds it; visibility was its rule already (`_row`).
+        return TaskHit(TaskRow(*self.data[:_N]), self.data[_TITLE], self.paused_lanes)
+
+
+_KIND, _OWNER, _TEAM, _UPDATED = (_AT[c] for c in ("kind", "owner_id", "team_id", "updated_at"))
+_ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row of every tick
+
+
+def _row(data: Sequence[Any], reader: int) -> Row | None:
+    """`reads._hit`'s rule (missing, not a member, not theirs to see: None), without decoding."""
+    role = data[_ROLE]
+    if data[0] is None or role is None:
+        return None
+    member = access.Member(reader, data[_TEAM], _ROLES[role])
+    if not access.can_see_task(member, data[_KIND], data[_OWNER]):
+        return None
+    state = State(*_STATE(data))
+    paused = frozenset(data[_PAUSED] or ())
+    return Row(state, data[_UPDATED], paused, tuple(data), reader, bool(data[_WHOLE]))
+
+
+# What a row's version and visibility are made of: always read. The other columns (and the
+# reminder's ticket title) only when the row is read whole: most watched rows of most ticks did
+# not change, and reading (and decoding the JSON of) every column of 60 rows cost more than the
+# three statements this one replaced. Kept under psycopg's 4,096-byte limit for caching a
+# statement's parsing (MAX_CACHED_STATEMENT_LENGTH): above it every execute parses it again.
+_LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *State.__slots__}
+
+
+def _watched_column(name: str) -> str:
+    if name in _LIGHT:
+        return f"t.{name}"
+    return f"CASE WHEN f.w THEN t.{name} END"
+
+
+# `reads._TASK_SQL` for each watched id, the session's user as the reader, then whether the row
+# was read whole: not when the page's copy is known to be of this `updated_at` (µs, as
+# ui.polling's versions count it) and none of the times its label turns on passed since that
+# copy was made (Scheduled → Queued a few seconds before `run_at`, so any of the 10 s before
+# it; Running → Worker lost at `lease_until`; Completed → Expired at `expires_at`). A row read
+# light whose version moved all the same is read again by the caller: correct, one more trip.
+_CROSSED = (
+    "(t.run_at - interval '10 seconds' <= %(now)s AND t.run_at > w.made) "
+    "OR (t.lease_until <= %(now)s AND t.lease_until > w.made) "
+    "OR (t.expires_at <= %(now)s AND t.expires_at > w.made)"
+)
+_WATCHED_SQL = (
+    f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, "
+    f"CASE WHEN f.w AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
+    f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, "
+    "m.role AS member_role, f.w "
+    # The arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
+    "FROM (SELECT i.id, i.known, to_timestamp(i.made / 1000000.0) - interval '1 second' AS made "
+    "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[], %(made)s::bigint[]) i(id, known, made)) w "
+    "JOIN background_task t ON t.id = w.id "
+    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
+    "CROSS JOIN LATERAL (SELECT w.known IS NULL "
+    "OR (extract(epoch FROM t.updated_at) * 1000000)::bigint <> w.known "
+    f"OR coalesce({_CROSSED}, false) AS w) f"
+).replace("%(u)s", "v.uid")
+
+
+def _array(values: Sequence[int | None]) -> str:
+    """An int array as its literal: psycopg dumps a list element by element in Python, which
+    cost more than the rest of the statement for a page's 60 rows and their versions."""
+    return "{" + ",".join("NULL" if n is None else str(int(n)) for n in values) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListAsk:
+    """The list's check: rows of `team` (None: the user's first team) above `newest`."""
+
+    team_id: int | None
+    newest: int
+    first: int
+    kind: TaskKind | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    session: reads.SessionView
+    rows: dict[int, Row]  # the watched rows the reader may see (others: absent)
+    listing: TaskPage | None  # None: not asked, or not a member of that team
+    list_team: int | None  # the team the list was read for
+
+
+def _list_branch(kind: bool) -> str:
+    """`reads.list_tasks`'s statement with the session's user and the list's team; its
+    member-without-rows row (all NULL) stays: it says "a member, nothing newer"."""
+    clauses = ["t.id > %(newer)s"] + (["t.kind = %(kind)s"] if kind else [])
+    inner = reads._list_sql(clauses, exists=False)
+    inner = inner.replace("%(u)s", "v.uid").replace("%(team)s", "v.list_team")
+    return f"SELECT 2, y.*, NULL::text, true FROM ({inner}) y"
+
+
+@cache
+def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
+    head = "s.csrf, u.id AS uid, u.email, u.display_name, u.locale, u.timezone, "
+    head += f"{reads._UNREAD_SQL} AS unread, "
+    head += f"coalesce(%(team)s::bigint, {_FIRST_TEAM_SQL}) AS list_team"
+    # As text: the head is repeated on every row, and only the first row's is decoded.
+    head += f", {reads._TEAMS_SQL}::text AS teams" if with_teams else ""
+    branches = f"SELECT 1 AS part, r.* FROM ({_WATCHED_SQL}) r"
+    if with_list:
+        branches += f" UNION ALL {_list_branch(with_kind)}"
+    # MATERIALIZED: the session's row (with its subqueries) is worked out once, not once for
+    # every row it is joined to.
+    return (
+        f"WITH v AS MATERIALIZED (SELECT {head} FROM web_session s "
+        "JOIN app_user u ON u.id = s.user_id "
+        "WHERE s.id = %(sid)s AND s.revoked_at IS NULL AND s.expires_at > %(now)s) "
+        f"SELECT v.*, x.* FROM v LEFT JOIN LATERAL ({branches}) x ON true"
+    )
+
+
+def _page(rows: list[Sequence[Any]], first: int) -> TaskPage:
+    """`reads.list_tasks`'s page from the list branch's rows (task columns, role, title,
+    paused), in its order: newest first."""
+    rows = sorted((r for r in rows if r[0] is not None), key=lambda r: -r[0])
+    items = [TaskRow(*r[:_N]) for r in rows[:first]]
+    titles = {r[_AT["ticket_id"]]: r[_TITLE] for r in rows if r[_TITLE] is not None}
+    paused = frozenset(rows[0][_PAUSED] or ()) if rows else frozenset()
+    cursor = str(items[-1].id) if items else None
+    return TaskPage(items, cursor, len(rows) > first, titles, paused)
+
+
+async def tick(
+    pg: Pg,
+    secret: str,
+    now: datetime,
+    ids: Sequence[int],
+    *,
+    team_id: int | None,
+    teams: bool = False,
+    listing: ListAsk | None = None,
+    known: Sequence[tuple[int, int] | None] | None = None,
+) -> Tick | None:
+    """The tick of the session behind a cookie's secret (None: unknown, revoked or expired).
+    `team_id` is the team cookie's (None: the user's first team, and `teams` is read).
+    `known[i]`: the `updated_at` the page's copy of row `ids[i]` is known to have and when that
+    copy was made, both µs since the epoch (None: not known) — a row still at it is read without
+    what its version does not need (`Row.whole`, `_WATCHED_SQL`)."""
+    if not secret or len(secret) > 128:
+        return None
+    if known is None:
+        known = [None] * len(ids)
+    elif len(known) != len(ids):
+        raise ValueError("one known updated_at (or None) per id")
+    params: dict[str, Any] = {
+        "sid": sessions.session_digest(secret),
+        "now": now,
+        "ids": _array(ids),
+        "known": _array([k[0] if k else None for k in known]),
+        "made": _array([k[1] if k else None for k in known]),
+        "team": team_id,
+    }
+    if listing is not None:
+        params |= {"newer": listing.newest, "lim": listing.first + 1}
+        if listing.kind is not None:
+            params["kind"] = str(listing.kind)
+    kind = listing is not None and listing.kind is not None
+    found = await pg.rows(_sql(teams, listing is not None, kind), params)
+    if not found:
+        return None
+    head = found[0]
+    person = Person(*head[1:6])
+    team_list = None
+    if teams:
+        team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in json.loads(head[_HEAD])]
+    at = _HEAD + (1 if teams else 0)
+    session = reads.SessionView(person, head[0], team_list, None, int(head[6]))
+    rows: dict[int, Row] = {}
+    listed: list[Sequence[Any]] = []
+    member = False
+    for data in found:
+        part, task = data[at], data[at + 1 :]
+        if part == 1:
+            row = _row(task, person.id)
+            if row is not None and (row.whole or task[0] not in rows):  # an id watched twice
+                rows[task[0]] = row
+        elif part == 2:
+            member = True
+            listed.append(task)
+    page = _page(listed, listing.first) if listing is not None and member else None
+    return Tick(session, rows, page, head[7])

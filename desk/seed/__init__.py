@@ -1,0 +1,1 @@
+"""Demo data and large generated data for benchmarks."""

@@ -1,0 +1,184 @@
+"""What an export contains: the ticket query for a task's filters and the CSV it is written as.
+
+The CSV is produced by PostgreSQL itself: formula cells are neutralised, times formatted and
+cells quoted in SQL. The worker stores it chunk by chunk with `chunk_sql` (`INSERT … SELECT`, the
+bytes never leave the server); `copy_sql` is the same CSV through `COPY … TO STDOUT CSV`, the
+reference it must equal byte for byte (tests, and the benchmark's baseline). `build_slot` is
+the database-wide budget of chunk builds running at once (EXPORT_BUILD_SLOTS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.core.messages import Message, message
+from desk.core.models import BackgroundTask
+from desk.helpdesk.filters import filter_sql, parse_filter
+
+BOM = b"\xef\xbb\xbf"
+COLUMNS = (
+    "id",
+    "title",
+    "status",
+    "priority",
+    "assignee_email",
+    "creator_email",
+    "created_at",
+    "updated_at",
+)
+HEADER = BOM + (",".join(COLUMNS) + "\n").encode()
+
+
+def _safe(expr: str) -> str:
+    """Spreadsheet formula injection: a cell starting with = + - @ tab or CR gets a leading '.
+    A cell already starting with ' gets one too, so that desk.imports.service can undo the guard exactly:
+    '=x reads back as =x, and ''=x as the title '=x it was."""
+    return f"CASE WHEN left({expr}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r', '''') THEN '''' || {expr} ELSE {expr} END"
+
+
+def _iso(expr: str) -> str:
+    return f"""to_char({expr} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')"""
+
+
+def _pyformat(sql: str) -> str:
+    """`:name` placeholders (SQLAlchemy) → `%(name)s` (psycopg, for COPY)."""
+    return re.sub(r"(?<![:\w]):([a-z_]+)", r"%(\1)s", sql)
+
+
+def export_where(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    f = parse_filter(task.filters)
+    return filter_sql(f, team_id=task.team_id, me=task.owner_id, creator_id=task.scope_creator_id)
+
+
+def count_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    where, params = export_where(task)
+    return f"SELECT count(*) FROM ticket t WHERE {where}", params
+
+
+def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """A psycopg COPY statement (pyformat placeholders) writing the CSV body, no header."""
+    where, params = export_where(task)
+    select = (
+        f"SELECT t.id, {_safe('t.title')}, t.status, t.priority, "
+        f"{_safe('coalesce(a.email, %(empty)s)')}, {_safe('c.email')}, "
+        f"{_iso('t.created_at')}, {_iso('t.updated_at')} "
+        "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
+        f"WHERE {_pyformat(where)} ORDER BY t.id"
+    )
+    return f"COPY ({select}) TO STDOUT (FORMAT csv)", params | {"empty": ""}
+
+
+def _cell(expr: str) -> str:
+    """One text cell behind the formula guard, as COPY's CSV writes it (CopyAttributeOutCSV):
+    quoted, with doubled quotes, when it holds a delimiter, a quote, CR or LF, or is empty (NULL
+    is the unquoted empty cell)."""
+    safe = _safe(expr)
+    quoted = f"'\"' || replace({safe}, '\"', '\"\"') || '\"'"
+    # The guard only prefixes a ' to a non-empty value, so the test can look at the raw value.
+    return f"coalesce(CASE WHEN {expr} = '' OR {expr} ~ '[\",\\r\\n]' THEN {quoted} ELSE {safe} END, '')"
+
+
+def _line() -> str:
+    """One CSV line (with its LF) per ticket, equal to a row of `copy_sql`'s output."""
+    cells = [
+        "t.id::text",
+        _cell("t.title"),
+        # NOT NULL, and the table's checks allow only the enum names: never quoted.
+        "t.status",
+        "t.priority",
+        _cell("coalesce(a.email, '')"),
+        _cell("c.email"),
+        # Fixed digits and punctuation: never quoted.
+        f"coalesce({_iso('t.created_at')}, '')",
+        f"coalesce({_iso('t.updated_at')}, '')",
+    ]
+    return " || ',' || ".join(cells) + " || E'\\n'"
+
+
+def bounds_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """The last id of every `:x_rows`-th matching ticket (but not of the last one): the chunks'
+    id ranges. Needs `:x_rows` and `:x_total` (the count in the same snapshot)."""
+    where, params = export_where(task)
+    return (
+        "SELECT id FROM (SELECT t.id, row_number() OVER (ORDER BY t.id) AS rn "
+        f"FROM ticket t WHERE {where}) s WHERE rn % :x_rows = 0 AND rn < :x_total ORDER BY id"
+    ), params
+
+
+def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """Store the CSV lines of the tickets with `:x_lo < id <= :x_hi` as chunk `:x_seq` of task
+    `:x_task`'s execution `:x_exec`, after the bytes `:x_head`; returns (rows, bytes stored)."""
+    where, params = export_where(task)
+    # string_agg takes the rows in the order the subquery sorted them (a plain aggregate over one
+    # sorted subquery); `string_agg(… ORDER BY t.id)` would sort every chunk a second time.
+    # tests/desk/test_export_bytes.py checks the order against COPY's.
+    lines = (
+        f"SELECT {_line()} AS line "
+        "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
+        f"WHERE {where} AND t.id > :x_lo AND t.id <= :x_hi ORDER BY t.id"
+    )
+    return (
+        f"WITH b AS (SELECT count(*) AS n, coalesce(string_agg(line, ''), '') AS body FROM ({lines}) l), "
+        "ins AS (INSERT INTO task_result_chunk (task_id, execution_id, seq, data) "
+        "SELECT :x_task, :x_exec, :x_seq, CAST(:x_head AS bytea) || convert_to(body, 'UTF8') FROM b "
+        "RETURNING octet_length(data) AS size) "
+        "SELECT b.n, ins.size FROM b, ins"
+    ), params
+
+
+# Build slots: advisory locks (SLOT_LOCK, slot number), one per chunk build, so every worker
+# process on every host sees the same budget of CSV builds at once (the CPU they use is the
+# database's). Session locks, since a writer's transaction spans its whole export.
+SLOT_LOCK = 7344
+
+
+def _try_slots(slots: int) -> sa.TextClause:
+    """The first free slot, taken; NULL if none is. CASE evaluates its branches in order and
+    stops at the first true one, so at most one lock is taken."""
+    tries = " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
+    return sa.text(f"SELECT CASE {tries} END")
+
+
+_WAIT_SLOT = sa.text(f"SELECT pg_advisory_lock({SLOT_LOCK}, :s)")
+_FREE_SLOT = sa.text(f"SELECT pg_advisory_unlock({SLOT_LOCK}, :s)")
+
+
+@contextlib.asynccontextmanager
+async def build_slot(conn: AsyncConnection, slots: int, *, wait: bool) -> AsyncIterator[bool]:
+    """Hold one of `slots` build slots on `conn` for the block (yields True), or yield False at
+    once when none is free and not `wait`. A waiter queues on one slot: PostgreSQL grants it
+    to the waiters in turn, so a writer that frees a slot and asks again cannot starve them."""
+    try:
+        got = (await conn.execute(_try_slots(slots))).scalar_one()
+        if got is None and not wait:
+            yield False
+            return
+        if got is None:
+            got = _queue_slot(slots)
+            await conn.execute(_WAIT_SLOT, {"s": got})
+        yield True
+        await conn.execute(_FREE_SLOT, {"s": got})
+    except BaseException:
+        # Whatever failed (the build, a cancel while waiting), the transaction may be aborted, so
+        # no unlock can run in it, and a session lock outlives a rollback: closing the
+        # connection ends its backend, which frees any slot it holds or was about to get.
+        await conn.invalidate()
+        raise
+
+
+def _queue_slot(slots: int) -> int:
+    """Which slot to wait for: any, so that waiters spread over the slots instead of all
+    queueing on slot 0 while another frees first."""
+    return random.randrange(slots)
+
+
+def summary(rows: int) -> Message:
+    """ "17 rows exported." — with its key and figures, for the reader's language."""
+    return message("export.done", rows=rows)
