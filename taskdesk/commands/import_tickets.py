@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
@@ -45,40 +44,32 @@ def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print(f"taskdesk import: no such file: {args.file}", file=sys.stderr)
         return 2
-    settings = resolve_settings(args.data_dir, quiet=True)
-    return asyncio.run(_run(settings, args))
+    return with_runtime(_run, pool_size=2)(args)
 
 
-async def _run(settings: Any, args: argparse.Namespace) -> int:
+async def _run(rt: Any, args: argparse.Namespace) -> int:
     from desk.console import task_admin as ops
     from desk.core.errors import TaskConflict
-    from desk.core.runtime import Runtime
     from desk.imports import service as imports
 
-    rt = await Runtime.open(settings, pool_size=2)
+    team = await ops.team_id_by_name(rt, args.team)
+    user = (
+        await ops.user_id_by_email(rt, args.user) if args.user else await ops.first_admin(rt, team)
+    )
     try:
-        team = await ops.team_id_by_name(rt, args.team)
-        user = (
-            await ops.user_id_by_email(rt, args.user)
-            if args.user
-            else await ops.first_admin(rt, team)
+        task = await imports.submit_import(
+            rt, user, team, args.file.name, args.file.read_bytes(), args.mode
         )
-        try:
-            task = await imports.submit_import(
-                rt, user, team, args.file.name, args.file.read_bytes(), args.mode
-            )
-        except TaskConflict as exc:
-            print(
-                f"an import is already running for this team: following task {exc.existing.id}",
-                file=sys.stderr,
-            )
-            task = exc.existing
-        print(f"task {task.id}: {task.status}")
-        if not args.wait or task.id is None:
-            return 0
-        return await _follow(rt, user, task.id, args.report)
-    finally:
-        await rt.close()
+    except TaskConflict as exc:
+        print(
+            f"an import is already running for this team: following task {exc.existing.id}",
+            file=sys.stderr,
+        )
+        task = exc.existing
+    print(f"task {task.id}: {task.status}")
+    if not args.wait or task.id is None:
+        return 0
+    return await _follow(rt, user, task.id, args.report)
 
 
 async def _follow(rt: Any, user: int, task_id: int, report: Path | None) -> int:

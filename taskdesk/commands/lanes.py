@@ -5,12 +5,10 @@ A paused lane keeps accepting tasks; they wait, unsent, until it is resumed (des
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 from typing import Any
 
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 
 def register(subparsers: Subparsers) -> None:
@@ -23,39 +21,34 @@ def register(subparsers: Subparsers) -> None:
     )
     sub = p.add_subparsers(dest="lanes_command", metavar="ACTION", required=True)
     ls = sub.add_parser("list", help="every lane with its kinds, slots and pause state")
-    ls.set_defaults(func=_cmd("list"))
-    for action, helptext in (("pause", "stop sending a lane's tasks"), ("resume", "send again")):
+    ls.set_defaults(func=with_runtime(_list))
+    for action, fn, helptext in (
+        ("pause", _pause, "stop sending a lane's tasks"),
+        ("resume", _resume, "send again"),
+    ):
         sp = sub.add_parser(action, help=helptext)
         sp.add_argument("lane", help="short or long")
-        sp.set_defaults(func=_cmd(action))
+        sp.set_defaults(func=with_runtime(fn))
     for sp in (p, ls, sub.choices["pause"], sub.choices["resume"]):
         add_data_dir(sp)
 
 
-def _cmd(action: str) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
-        asyncio.run(_run(settings, action, getattr(args, "lane", None)))
-        return 0
-
-    return run
-
-
-async def _run(settings: Any, action: str, lane: str | None) -> None:
-    from desk.core.runtime import Runtime
+async def _list(rt: Any, args: argparse.Namespace) -> None:
     from desk.ledger import lanes
 
-    rt = await Runtime.open(settings, pool_size=1)
-    try:
-        actor = f"cli ({_login()})"
-        if action == "pause":
-            _print([await lanes.pause(rt, lane or "", None, actor)])
-        elif action == "resume":
-            _print([await lanes.resume(rt, lane or "", None, actor)])
-        else:
-            _print(await lanes.states(rt))
-    finally:
-        await rt.close()
+    _print(await lanes.states(rt))
+
+
+async def _pause(rt: Any, args: argparse.Namespace) -> None:
+    from desk.ledger import lanes
+
+    _print([await lanes.pause(rt, args.lane, None, f"cli ({_login()})")])
+
+
+async def _resume(rt: Any, args: argparse.Namespace) -> None:
+    from desk.ledger import lanes
+
+    _print([await lanes.resume(rt, args.lane, None, f"cli ({_login()})")])
 
 
 def _login() -> str:

@@ -5,15 +5,9 @@ from the command line only (never through a page). Operators see every team in t
 from __future__ import annotations
 
 import argparse
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from desk.core.settings import Settings
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
-
-Action = Callable[[Any, argparse.Namespace], Awaitable[int]]
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 
 def register(subparsers: Subparsers) -> None:
@@ -26,32 +20,14 @@ def register(subparsers: Subparsers) -> None:
     sub = p.add_subparsers(dest="operators_command", metavar="ACTION", required=True)
     add = sub.add_parser("add", help="make a user an operator")
     add.add_argument("email", metavar="EMAIL")
-    add.set_defaults(func=_cmd(_add))
+    add.set_defaults(func=with_runtime(_add))
     remove = sub.add_parser("remove", help="take the operator role away")
     remove.add_argument("email", metavar="EMAIL")
-    remove.set_defaults(func=_cmd(_remove))
+    remove.set_defaults(func=with_runtime(_remove))
     ls = sub.add_parser("list", help="every operator")
-    ls.set_defaults(func=_cmd(_list))
+    ls.set_defaults(func=with_runtime(_list))
     for parser in (p, add, remove, ls):
         add_data_dir(parser)
-
-
-def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
-        return asyncio.run(_with_runtime(settings, action, args))
-
-    return run
-
-
-async def _with_runtime(settings: Settings, action: Action, args: argparse.Namespace) -> int:
-    from desk.core.runtime import Runtime
-
-    rt = await Runtime.open(settings, pool_size=1)
-    try:
-        return await action(rt, args)
-    finally:
-        await rt.close()
 
 
 async def _add(rt: Any, args: argparse.Namespace) -> int:

@@ -5,13 +5,11 @@ on a terminal) and sign them out everywhere — every session they had ends at o
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import sys
+from typing import Any
 
-from desk.core.settings import Settings
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 
 def register(subparsers: Subparsers) -> None:
@@ -23,7 +21,7 @@ def register(subparsers: Subparsers) -> None:
     )
     p.add_argument("--user", required=True, metavar="EMAIL")
     add_data_dir(p)
-    p.set_defaults(func=_run)
+    p.set_defaults(func=with_runtime(_set))
 
 
 def _read_password() -> str:
@@ -35,21 +33,11 @@ def _read_password() -> str:
     return first
 
 
-def _run(args: argparse.Namespace) -> int:
-    settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
-    return asyncio.run(_set(settings, args.user, _read_password()))
-
-
-async def _set(settings: Settings, email: str, password: str) -> int:
+async def _set(rt: Any, args: argparse.Namespace) -> None:
     from desk.console import task_admin as ops
-    from desk.core.runtime import Runtime
     from desk.people import users
 
-    rt = await Runtime.open(settings, pool_size=1)
-    try:
-        user_id = await ops.user_id_by_email(rt, email)
-        ended = await users.set_password(rt, user_id, password)
-    finally:
-        await rt.close()
-    print(f"password of {email} changed; {ended} session(s) ended", file=sys.stderr)
-    return 0
+    password = _read_password()
+    user_id = await ops.user_id_by_email(rt, args.user)
+    ended = await users.set_password(rt, user_id, password)
+    print(f"password of {args.user} changed; {ended} session(s) ended", file=sys.stderr)

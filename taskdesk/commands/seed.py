@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
+from typing import Any
 
 from desk.core.settings import ConfigError, Env, Settings
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 
 def register(subparsers: Subparsers) -> None:
@@ -36,7 +35,8 @@ def register(subparsers: Subparsers) -> None:
         help="allow the demo people (with public passwords) when TASKDESK_ENV=prod",
     )
     add_data_dir(p)
-    p.set_defaults(func=run)
+    # The settings' pool: the bulk seed writes on several connections at once.
+    p.set_defaults(func=with_runtime(_seed, pool_size=None, quiet=False, refuse=_refuse_prod))
 
 
 def _positive(text: str) -> int:
@@ -49,44 +49,37 @@ def _positive(text: str) -> int:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = resolve_settings(args.data_dir)
+def _refuse_prod(settings: Settings, args: argparse.Namespace) -> None:
     if settings.taskdesk_env is Env.PROD and not args.allow_prod:
         raise ConfigError(
             "taskdesk seed: refusing to create demo users with public passwords while "
             "TASKDESK_ENV=prod (pass --allow-prod if you really mean it)"
         )
-    return asyncio.run(_seed(settings, args.tickets, args.team))
 
 
-async def _seed(settings: Settings, tickets: int | None, team: str) -> int:
-    from desk.core.runtime import Runtime
+async def _seed(rt: Any, args: argparse.Namespace) -> None:
     from desk.seed import demo as seed
 
-    rt = await Runtime.open(settings)
-    try:
-        # Bulk data for a demo team needs the demo people; another team brings its own.
-        if tickets is None or team in seed.DEMO_TEAMS:
-            report = await seed.seed_demo(rt)
-            print(
-                f"taskdesk: demo data ready (created {report.teams} teams, {report.users} users, "
-                f"{report.memberships} memberships, {report.tickets} tickets)",
-                file=sys.stderr,
-            )
-        if tickets:
-            began = time.perf_counter()
+    tickets, team = args.tickets, args.team
+    # Bulk data for a demo team needs the demo people; another team brings its own.
+    if tickets is None or team in seed.DEMO_TEAMS:
+        report = await seed.seed_demo(rt)
+        print(
+            f"taskdesk: demo data ready (created {report.teams} teams, {report.users} users, "
+            f"{report.memberships} memberships, {report.tickets} tickets)",
+            file=sys.stderr,
+        )
+    if tickets:
+        began = time.perf_counter()
 
-            def progress(done: int, total: int) -> None:
-                took = time.perf_counter() - began
-                print(f"  {done:,} / {total:,} tickets ({took:.1f} s)", file=sys.stderr)
+        def progress(done: int, total: int) -> None:
+            took = time.perf_counter() - began
+            print(f"  {done:,} / {total:,} tickets ({took:.1f} s)", file=sys.stderr)
 
-            bulk = await seed.seed_bulk(rt, team, tickets, progress=progress)
-            rate = bulk.rows / bulk.seconds if bulk.seconds else 0
-            print(
-                f"taskdesk: added {bulk.rows:,} tickets to {team!r} in {bulk.seconds:.1f} s "
-                f"({rate:,.0f} rows/s)",
-                file=sys.stderr,
-            )
-    finally:
-        await rt.close()
-    return 0
+        bulk = await seed.seed_bulk(rt, team, tickets, progress=progress)
+        rate = bulk.rows / bulk.seconds if bulk.seconds else 0
+        print(
+            f"taskdesk: added {bulk.rows:,} tickets to {team!r} in {bulk.seconds:.1f} s "
+            f"({rate:,.0f} rows/s)",
+            file=sys.stderr,
+        )

@@ -5,15 +5,11 @@ pages and GraphQL, never around them."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from desk.core.settings import Settings
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 FIELDS = (
     "id", "kind", "status", "team_id", "owner_id", "ticket_id", "filters", "scope_creator_id",
@@ -37,7 +33,7 @@ def register(subparsers: Subparsers) -> None:
     ls.add_argument("--kind", help="EXPORT, REMINDER, IMPORT or NOOP")
     ls.add_argument("--team", metavar="NAME", help="only this team's tasks")
     ls.add_argument("--limit", type=int, default=20, help="how many (default: %(default)s)")
-    ls.set_defaults(func=_cmd(_list))
+    ls.set_defaults(func=with_runtime(_list, pool_size=2))
     for name, fn, helptext in (
         ("show", _show, "one task's ledger row, with what to do if it keeps waiting"),
         ("cancel", _cancel, "cancel a waiting task, or ask a running one to stop"),
@@ -45,7 +41,7 @@ def register(subparsers: Subparsers) -> None:
     ):
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("id", type=int, help="task id")
-        sp.set_defaults(func=_cmd(fn))
+        sp.set_defaults(func=with_runtime(fn, pool_size=2))
     ex = sub.add_parser("export", help="export tickets to CSV as a user (like the Export button)")
     ex.add_argument("--user", required=True, metavar="EMAIL")
     ex.add_argument("--team", required=True, metavar="NAME")
@@ -53,7 +49,7 @@ def register(subparsers: Subparsers) -> None:
     ex.add_argument("--priority", action="append", help="ticket priority; repeat for several")
     ex.add_argument("--assignment", default="anyone", help="anyone, me or unassigned")
     ex.add_argument("--q", default="", help="title contains")
-    ex.set_defaults(func=_cmd(_export))
+    ex.set_defaults(func=with_runtime(_export, pool_size=2))
     rm = sub.add_parser("remind", help="remind a ticket's assignee later, as a staff user")
     rm.add_argument("--user", required=True, metavar="EMAIL")
     rm.add_argument("--ticket", required=True, type=int, metavar="ID")
@@ -63,38 +59,16 @@ def register(subparsers: Subparsers) -> None:
         "--at", type=datetime.fromisoformat, metavar="ISO", help="e.g. 2026-12-01T09:00+08:00"
     )
     rm.add_argument("--note", default="")
-    rm.set_defaults(func=_cmd(_remind))
+    rm.set_defaults(func=with_runtime(_remind, pool_size=2))
     dl = sub.add_parser("download", help="save a completed export's CSV, as its owner")
     dl.add_argument("id", type=int, help="task id")
     dl.add_argument("--user", required=True, metavar="EMAIL", help="the export's owner")
     dl.add_argument(
         "-o", "--output", metavar="FILE", help="where to write (default: the export's file name)"
     )
-    dl.set_defaults(func=_cmd(_download))
+    dl.set_defaults(func=with_runtime(_download, pool_size=2))
     for sp in (p, ls, ex, rm, dl, *[sub.choices[n] for n in ("show", "cancel", "retry")]):
         add_data_dir(sp)
-
-
-Action = Callable[[Any, argparse.Namespace], Awaitable[None]]
-
-
-def _cmd(action: Action) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
-        asyncio.run(_with_runtime(settings, action, args))
-        return 0
-
-    return run
-
-
-async def _with_runtime(settings: Settings, action: Action, args: argparse.Namespace) -> None:
-    from desk.core.runtime import Runtime
-
-    rt = await Runtime.open(settings, pool_size=2)
-    try:
-        await action(rt, args)
-    finally:
-        await rt.close()
 
 
 def _when(value: datetime | None) -> str:

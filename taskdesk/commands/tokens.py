@@ -5,13 +5,10 @@ revokeApiToken mutations."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
-from desk.core.settings import Settings
-from taskdesk.commands import Subparsers, add_data_dir
-from taskdesk.config import resolve_settings
+from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 
 def register(subparsers: Subparsers) -> None:
@@ -29,34 +26,16 @@ def register(subparsers: Subparsers) -> None:
     create.add_argument(
         "--name", required=True, help="what the token is for, e.g. 'nightly export'"
     )
-    create.set_defaults(func=_cmd(_create))
+    create.set_defaults(func=with_runtime(_create))
     ls = sub.add_parser("list", help="a user's tokens (never the secrets)")
     ls.add_argument("--user", required=True, metavar="EMAIL")
-    ls.set_defaults(func=_cmd(_list))
+    ls.set_defaults(func=with_runtime(_list))
     revoke = sub.add_parser("revoke", help="revoke a user's token; it stops working at once")
     revoke.add_argument("--user", required=True, metavar="EMAIL")
     revoke.add_argument("token", metavar="ID|PREFIX", help="token id or prefix (tdk_…), see `list`")
-    revoke.set_defaults(func=_cmd(_revoke))
+    revoke.set_defaults(func=with_runtime(_revoke))
     for parser in (p, create, ls, revoke):
         add_data_dir(parser)
-
-
-def _cmd(action: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        settings = resolve_settings(getattr(args, "data_dir", None), quiet=True)
-        return asyncio.run(_with_runtime(settings, action, args))
-
-    return run
-
-
-async def _with_runtime(settings: Settings, action: Any, args: argparse.Namespace) -> int:
-    from desk.core.runtime import Runtime
-
-    rt = await Runtime.open(settings, pool_size=1)
-    try:
-        return int(await action(rt, args) or 0)
-    finally:
-        await rt.close()
 
 
 async def _create(rt: Any, args: argparse.Namespace) -> int:
