@@ -50,9 +50,9 @@ def _mount_ui(app: FastAPI, settings: Settings) -> None:
 
 
 def _mount_console(app: FastAPI, settings: Settings) -> None:
-    import ui.ops  # the operators' console: /ops, /ops/tasks, /ops/failures, ...
+    import ui.console  # the operators' console: /ops, /ops/tasks, /ops/failures, ...
 
-    ui.ops.mount(app)
+    ui.console.mount(app)
 
 
 def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from desk.console import failures
 from desk.people import operators
-from tests.ops.conftest import HTML
+from tests.console.conftest import HTML
 
 PAGES = [
     "/ops",

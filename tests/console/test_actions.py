@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from desk.console import failures
 from desk.people import audit, operators
 from desk.work import tasks
-from tests.ops.conftest import HTML, fail
+from tests.console.conftest import HTML, fail
 
 
 async def _statuses(rt) -> dict[int, str]:

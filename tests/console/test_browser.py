@@ -12,8 +12,8 @@ import pytest
 
 from desk.core.clock import utcnow
 from desk.work import tasks
+from tests.console.conftest import fail
 from tests.helpers import running_workers, wait_for
-from tests.ops.conftest import fail
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from desk.people import audit
+from tests.console.conftest import HTML
 from tests.helpers import ROOT, settings_env
-from tests.ops.conftest import HTML
 
 
 def _taskdesk(settings, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,8 @@ from desk.core.clock import utcnow
 from desk.ledger import events
 from desk.people import audit
 from desk.work import tasks
+from tests.console.conftest import HTML
 from tests.helpers import running_workers, wait_for
-from tests.ops.conftest import HTML
 
 
 def _status(rt, task_id: int, wanted: str):

@@ -10,9 +10,9 @@ from jinja2.ext import babel_extract
 
 from desk.console import failures
 from desk.people import operators
-from tests.ops.conftest import HTML
+from tests.console.conftest import HTML
 from ui import i18n
-from ui.ops.pages import ACTION_LABELS, EVENT_LABELS
+from ui.console.pages import ACTION_LABELS, EVENT_LABELS
 from ui.render import TEMPLATES
 
 ZH = i18n.catalog("zh_Hans")

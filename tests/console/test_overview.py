@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from desk.console import overview as console
 from desk.people import operators
 from desk.work import tasks
-from tests.ops.conftest import HTML
+from tests.console.conftest import HTML
 
 
 async def _noop(rt, world, team=None, **cols) -> int:

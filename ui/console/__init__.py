@@ -1,7 +1,7 @@
 """The operators' console under /ops: overview, tasks, a task's story, failures by error,
 workers, lanes and the audit trail. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
 
-Who sees it is decided once per request by `ui.ops.route.OpsRoute`: operators see every team,
+Who sees it is decided once per request by `ui.console.route.ConsoleRoute`: operators see every team,
 a team admin their own teams; anyone else gets the unknown-address 404.
 """
 
@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 
 def mount(app: FastAPI) -> None:
-    from ui.ops import failures_routes, overview_routes, tasks_routes, workers_routes
+    from ui.console import failures_routes, overview_routes, tasks_routes, workers_routes
 
     for module in (overview_routes, tasks_routes, failures_routes, workers_routes):
         app.include_router(module.router, include_in_schema=False)

@@ -13,12 +13,12 @@ from fastapi import APIRouter, Query, Request, Response
 from api.auth import RuntimeDep
 from desk.console import failures
 from desk.core.errors import NotFound, ValidationProblem
-from ui.ops.pages import live_url, page_context, page_or_live
-from ui.ops.route import ConsoleDep, OpsRoute
+from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
 
-router = APIRouter(route_class=OpsRoute)
+router = APIRouter(route_class=ConsoleRoute)
 KEY = re.compile(r"^[0-9a-f]{32}$")
 ACTIONS = ("retry", "cancel")
 
@@ -50,7 +50,7 @@ async def failures_page(
         live_url=url,
         delay=delay,
     )
-    return page_or_live(request, "ops/failures.html", context)
+    return page_or_live(request, "console/failures.html", context)
 
 
 @router.get("/ops/failures/{key}/{action}")
@@ -62,7 +62,7 @@ async def confirm(
     group = await failures.group(rt, c.scope, _key(key))
     count, max_id = await failures.group_count(rt, c.scope, key, action)
     context = page_context(c, request, g=group, action=action, count=count, max_id=max_id)
-    return render(request, "ops/confirm.html", context)
+    return render(request, "console/confirm.html", context)
 
 
 @router.post("/ops/failures/{key}/{action}")

@@ -12,12 +12,12 @@ from api.auth import RuntimeDep
 from desk.console import health
 from desk.console import overview as console
 from desk.people import audit
-from ui.ops import lanes_view
-from ui.ops.charts import chart
-from ui.ops.pages import live_url, page_context, page_or_live
-from ui.ops.route import ConsoleDep, OpsRoute
+from ui.console import lanes_view
+from ui.console.charts import chart
+from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.route import ConsoleDep, ConsoleRoute
 
-router = APIRouter(route_class=OpsRoute)
+router = APIRouter(route_class=ConsoleRoute)
 
 
 @router.get("/ops")
@@ -46,4 +46,4 @@ async def overview(
         live_url=url,
         delay=delay,
     )
-    return page_or_live(request, "ops/overview.html", context)
+    return page_or_live(request, "console/overview.html", context)

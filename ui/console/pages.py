@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from desk.core.models import BackgroundTask
 from desk.ledger import rules as task_rules
-from ui.ops.route import Console, live_delay
+from ui.console.route import Console, live_delay
 from ui.render import is_htmx, render
 from ui.taskview import KIND_LABELS, TONE
 

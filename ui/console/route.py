@@ -78,7 +78,7 @@ def _bad_input(exc: RequestValidationError) -> DeskError | None:
     return problem
 
 
-class OpsRoute(APIRoute):
+class ConsoleRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 

@@ -17,11 +17,11 @@ from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import events, lanes
 from desk.people import audit
-from ui.ops.pages import live_url, page_context, page_or_live
-from ui.ops.route import ConsoleDep, OpsRoute
+from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.route import redirect
 
-router = APIRouter(route_class=OpsRoute)
+router = APIRouter(route_class=ConsoleRoute)
 
 FILTER_KEYS = ("kind", "status", "team", "person", "since", "until", "error")
 
@@ -58,7 +58,7 @@ async def tasks_page(
         delay=delay,
         query=f.query(),
     )
-    return page_or_live(request, "ops/tasks.html", context, status=422 if problem else 200)
+    return page_or_live(request, "console/tasks.html", context, status=422 if problem else 200)
 
 
 @router.get("/ops/tasks/{task_id}")
@@ -87,7 +87,7 @@ async def task_page(
         live_url=url if found.task.status in ("WAITING", "RUNNING") else None,
         delay=delay,
     )
-    return page_or_live(request, "ops/task.html", context)
+    return page_or_live(request, "console/task.html", context)
 
 
 async def _diagnosis(rt: Runtime, task: BackgroundTask) -> str | None:

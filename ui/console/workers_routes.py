@@ -17,13 +17,13 @@ from desk.core.runtime import Runtime
 from desk.ledger import events
 from desk.people import audit
 from desk.people.operators import Scope
-from ui.ops import lanes_view
-from ui.ops.pages import live_url, page_context, page_or_live
-from ui.ops.route import ConsoleDep, OpsRoute
+from ui.console import lanes_view
+from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
 
-router = APIRouter(route_class=OpsRoute)
+router = APIRouter(route_class=ConsoleRoute)
 TASK_KEYS = ("current", "tasks", "task_ids", "current_tasks", "running_tasks")
 
 
@@ -75,7 +75,7 @@ async def workers_page(
     context = page_context(
         c, request, health=status, workers=live, vanished=gone, live_url=url, delay=delay
     )
-    return page_or_live(request, "ops/workers.html", context)
+    return page_or_live(request, "console/workers.html", context)
 
 
 @router.get("/ops/lanes")
@@ -95,7 +95,7 @@ async def lanes_page(
         live_url=url,
         delay=delay,
     )
-    return page_or_live(request, "ops/lanes.html", context)
+    return page_or_live(request, "console/lanes.html", context)
 
 
 @router.post("/ops/lanes/{lane}/{action}")
@@ -114,4 +114,4 @@ async def audit_page(request: Request, rt: RuntimeDep, c: ConsoleDep) -> Respons
     entries = await audit.recent(
         rt, operator=c.scope.operator, team_ids=c.scope.team_ids, limit=200
     )
-    return render(request, "ops/audit.html", page_context(c, request, entries=entries))
+    return render(request, "console/audit.html", page_context(c, request, entries=entries))
