@@ -2,8 +2,8 @@
 
 Why not Strawberry's GraphQLRouter: on the hot status read (`task(id)`) its request handling
 (a synchronous context getter in a thread pool, dependency injection, generic content
-negotiation) cost more than the query itself (STACK-NOTES: 0.5x of a bare endpoint at best;
-a thin route 0.64-0.70x). This endpoint does only what taskdesk needs:
+negotiation) cost more than the query itself (0.5x of a bare endpoint at best; a thin route
+0.64-0.70x: docs/architecture.md, "Adapters"). This endpoint does only what taskdesk needs:
 
 - POST with `Content-Type: application/json` only (no GET queries, no multipart, no form
   posts): a cross-site page cannot send that without a CORS preflight, which is never granted,

@@ -220,7 +220,8 @@ class BackgroundTask(SQLModel, table=True):
             unique=True,
             postgresql_where=sa.text("status IN ('WAITING', 'RUNNING')"),
         ),
-        # A client's idempotency key names one task of its owner (DESIGN.md §6, Stripe-style).
+        # A client's idempotency key names one task of its owner (Stripe-style; docs/architecture.md,
+        # "Ledger").
         sa.Index(
             "background_task_owner_idempotency_key",
             "owner_id",

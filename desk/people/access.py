@@ -1,4 +1,6 @@
-"""Who may see and do what (DESIGN.md §3). Membership is read from the database on every call."""
+"""Who may see and do what (docs/architecture.md, "Visibility").
+
+Membership is read from the database on every call."""
 
 from __future__ import annotations
 

@@ -2,10 +2,10 @@
 change a role, remove.
 
 Removing or demoting someone needs no clean-up of their tasks here: the worker re-checks
-membership before it acts (DESIGN.md §3), so a removed member's queued export fails with a
-clear error and hands over no data, and a reminder set by someone no longer on the staff
-completes as skipped. Their tickets are unassigned, because only staff may be assignees.
-A team always keeps at least one admin.
+membership before it acts (docs/architecture.md, "Visibility"), so a removed member's queued
+export fails with a clear error and hands over no data, and a reminder set by someone no longer
+on the staff completes as skipped. Their tickets are unassigned, because only staff may be
+assignees. A team always keeps at least one admin.
 """
 
 from __future__ import annotations

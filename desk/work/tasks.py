@@ -1,9 +1,9 @@
 """What people (through GraphQL, the pages or the CLI) do with tasks: start, follow, cancel, retry.
 
-Every function checks membership from the database, applies the visibility rules of
-DESIGN.md §3 (a task you may not see is reported exactly as a missing one), changes the ledger
-through `desk.ledger.accept` in one transaction, and after commit hands the task to the queue (best
-effort: if Redis is down the dispatcher sends it later).
+Every function checks membership from the database, applies the visibility rules
+(docs/architecture.md, "Visibility": a task you may not see is reported exactly as a missing
+one), changes the ledger through `desk.ledger.accept` in one transaction, and after commit
+hands the task to the queue (best effort: if Redis is down the dispatcher sends it later).
 """
 
 from __future__ import annotations

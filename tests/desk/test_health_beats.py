@@ -1,5 +1,6 @@
 """The worker badge follows heartbeats: a registration whose last beat is old is not a live
-worker, even while its Redis key has not expired yet (a killed worker, DESIGN.md §7)."""
+worker, even while its Redis key has not expired yet (a killed worker: docs/architecture.md,
+"Fencing")."""
 
 import json
 from datetime import timedelta

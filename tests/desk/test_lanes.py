@@ -1,5 +1,5 @@
-"""Lanes (issue 10, DESIGN §4): kinds map to lanes, a paused lane's tasks are accepted but stay
-unsent until it is resumed, and one team cannot hold every long slot."""
+"""Lanes (docs/architecture.md, "Sends and lanes"): kinds map to lanes, a paused lane's tasks
+are accepted but stay unsent until it is resumed, and one team cannot hold every long slot."""
 
 import subprocess
 import sys
