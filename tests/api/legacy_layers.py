@@ -1,4 +1,4 @@
-"""The four edge layers as they were before api/edge.py merged them (main at c692358, copied
+"""The four edge layers as they were before web/edge.py merged them (main at c692358, copied
 verbatim apart from imports): the reference tests/api/test_edge.py holds the merged layer to,
 answer for answer, byte for byte. Test code only; nothing in the product imports it."""
 
@@ -11,7 +11,9 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.headers import (
+from desk.core import logs, metrics, tracing
+from desk.core.settings import Settings
+from web.headers import (
     API_DOCS,
     API_DOCS_CSP,
     COMMON,
@@ -20,11 +22,9 @@ from api.headers import (
     HSTS,
     PAGES_CSP,
 )
-from api.limits import BodyTooLarge, route_limit
-from api.observe import route_template
-from api.overload import exempt, refuse
-from desk.core import logs, metrics, tracing
-from desk.core.settings import Settings
+from web.limits import BodyTooLarge, route_limit
+from web.observe import route_template
+from web.overload import exempt, refuse
 
 log = logging.getLogger("taskdesk.http")
 SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")

@@ -1,4 +1,4 @@
-"""The in-flight bound adapts to how soon answers start (api/overload.py `Bound`): cut by a
+"""The in-flight bound adapts to how soon answers start (web/overload.py `Bound`): cut by a
 tenth when an answer starts later than the target (once per target interval), grown back by
 about one per `limit` answers in time, never below the floor nor above the ceiling. Time is
 passed in; the edge feeds it each counted answer's time to its first byte."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api.edge import Edge
-from api.overload import Bound, urgent
 from desk.core.settings import load_settings
 from tests.api.test_edge import Held, _call, _scope
+from web.edge import Edge
+from web.overload import Bound, urgent
 
 
 def test_a_late_answer_cuts_the_bound_once_per_target_interval() -> None:

@@ -1,4 +1,4 @@
-"""The one edge layer (api/edge.py) answers as the four layers it replaced did (tests/api/
+"""The one edge layer (web/edge.py) answers as the four layers it replaced did (tests/api/
 legacy_layers.py, with every request going through the router): same status, same headers in
 the same order, same body — and each of its jobs on its own: the in-flight bound, the request
 id, the body cap and its `Connection: close`, the security headers, the metric and log line by
@@ -18,9 +18,6 @@ from prometheus_client import REGISTRY
 from starlette.middleware import Middleware
 
 from api.app import create_app
-from api.auth import SESSION_COOKIE
-from api.edge import Edge
-from api.overload import RETRY_AFTER_SECONDS
 from desk.core.settings import load_settings
 from desk.work import tasks
 from jobs.execution import execute
@@ -28,6 +25,9 @@ from jobs.processors import registry
 from tests.api import legacy_layers as legacy
 from tests.sessions import signed_in
 from ui import render
+from web.auth import SESSION_COOKIE
+from web.edge import Edge
+from web.overload import RETRY_AFTER_SECONDS
 
 
 def _legacy(settings: Any) -> FastAPI:

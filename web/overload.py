@@ -6,7 +6,7 @@ themselves), `/graphql` the GraphQL error shape with `extensions.code = "OVERLOA
 the bound, a busy process takes every request and serves all of them slowly (issue 11: status
 reads p50 29 s); with it, the ones it takes stay fast and the others learn at once to come back.
 
-It is the first thing api/edge.py does: a refusal skips the request log, tracing and the rest of the
+It is the first thing web/edge.py does: a refusal skips the request log, tracing and the rest of the
 stack (under a flood of clients that do not back off, refusals are most of the work; they are
 counted in `taskdesk_http_overloaded_total` instead). Requests that must answer under load pass
 without counting: `/health` (liveness), `/metrics` and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import json
 
+from starlette.datastructures import Headers
 from starlette.types import Scope, Send
 
-from api.headers import COMMON
+from web import wants
+from web.headers import COMMON
 
 # schema.errors.OVERLOADED, not imported: api.app must stay cheap to import (no GraphQL).
 OVERLOADED = "OVERLOADED"
@@ -86,16 +88,13 @@ def exempt(path: str) -> bool:
     return path in EXEMPT[:2] or path.startswith(EXEMPT[2])
 
 
-def _wants_page(scope: Scope) -> bool:
-    """A browser navigation (HTML, not an htmx fragment request) gets a small HTML page."""
-    headers = dict(scope.get("headers", ()))
-    return b"hx-request" not in headers and b"text/html" in headers.get(b"accept", b"")
-
-
 def _refusal(scope: Scope) -> tuple[bytes, bytes]:
+    """GraphQL's error shape on /graphql; a small page for whoever wants a whole HTML page
+    (web/wants.py); the message as text otherwise (an htmx row shows it and polls again)."""
     if scope.get("path") == "/graphql":
         return _GRAPHQL_BODY, b"application/json"
-    if _wants_page(scope):
+    headers = Headers(scope=scope)
+    if wants.html(headers) and not wants.fragment(headers):
         return _PAGE_BODY, b"text/html; charset=utf-8"
     return MESSAGE.encode(), b"text/plain; charset=utf-8"
 
