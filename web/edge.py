@@ -1,4 +1,5 @@
-"""The one ASGI layer at the edge: everything every HTTP request gets, in one pass (issue 11).
+"""The one ASGI layer at the edge: everything every HTTP request gets, in one pass
+(docs/architecture.md, "Overload").
 
 For each HTTP request, in this order (lifespan, websockets and other scopes pass straight by):
 1. its arrival time, `state["arrived_at"]`, from the runtime's injected clock;
@@ -13,8 +14,8 @@ For each HTTP request, in this order (lifespan, websockets and other scopes pass
 
 Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
 this one applies them with a single send wrapper instead of one per layer, with what every
-answer gets built once (the header lists, the histogram's labelled children). Answers are the
-ones the separate layers gave, byte for byte and in their headers' order (tests/api/test_edge.py).
+answer gets built once (the header lists, the histogram's labelled children).
+tests/api/test_edge.py pins its answers: status, every header in its order, the body.
 """
 
 from __future__ import annotations
