@@ -1,7 +1,7 @@
 """Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports.
 
-/health detail and /metrics are for operators only (api.operator_access): anyone else gets a plain `ok`
-(or `unavailable`, 503) from /health and "not found" from /metrics.
+/health detail and /metrics are for operators only (api.operator_access): anyone else gets a
+plain `ok` (or `unavailable`, 503) from /health and "not found" from /metrics.
 """
 
 from __future__ import annotations

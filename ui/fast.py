@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute
 from starlette.types import Receive, Scope
 
 from ui.params import Declined
+from web.auth import session_secret
 from web.edge import Raw
 
 ROW_PATH = re.compile(r"/tasks/([1-9][0-9]{0,17})")
@@ -133,7 +134,6 @@ async def _row(rt: Any, scope: Scope, raw_id: str, since: float | None) -> Raw:
     from desk.reads import tasks as reads
     from ui import i18n, render, task_lists
     from ui.viewer import zone
-    from web.auth import session_secret
 
     task_id = inputs.optional_id(raw_id)
     secret = session_secret(rt, HTTPConnection(scope))
