@@ -1,8 +1,9 @@
 """The web application: `create_app()` builds it, its lifespan opens and closes the Runtime.
 
 Nothing is created at import time. Routers are mounted in one place (MOUNTS, below). Failures
-leave through api/errors.py (domain errors as 4xx, a database outage as 503); one edge layer
-(api/edge.py) bounds the requests in flight, caps request bodies while read, puts the security
+leave through web/errors.py (domain errors as 4xx, a database outage as 503, as a page for
+browsers with the pages' error page, which the pages register when mounted); one edge layer
+(web/edge.py) bounds the requests in flight, caps request bodies while read, puts the security
 headers and the request id on every answer and logs it.
 """
 
@@ -14,15 +15,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi import FastAPI
 
-from api import errors
-from api.edge import Edge
 from desk.core import logs, tracing
 from desk.core.runtime import Runtime
 from desk.core.settings import ConfigError, Env, Settings, load_settings
 from ui.fast import FastFragments
+from web import errors
+from web.edge import Edge
 
 # --- Routers ----------------------------------------------------------------------------------
 # Every router is mounted by one function here, in order (the first route that matches wins).
@@ -30,15 +30,15 @@ from ui.fast import FastFragments
 # side effects. Each function gets the app and the settings it was created with.
 
 
-def _mount_ops(app: FastAPI, settings: Settings) -> None:
+def _mount_plain_routes(app: FastAPI, settings: Settings) -> None:
     from api import routes  # /health, /metrics, /tasks/{id}/download
 
     app.include_router(routes.router)
 
 
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:
-    from api.auth import identify
     from schema.app import graphql_router
+    from web.auth import identify
 
     app.include_router(graphql_router(settings, identify))
 
@@ -55,48 +55,19 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
     ui.console.mount(app)
 
 
-def _mount_placeholder_home(app: FastAPI, settings: Settings) -> None:
-    # Last on purpose: the UI's own "/" (when it lands) is mounted before it and wins.
-    app.include_router(home)
-
-
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
     # GraphQL first: routes are matched in order and /graphql is the busiest routed path (the
     # pages' polled fragments take ui.fast's short way before any routing). No path overlaps.
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_ui,  # pages: /, /login, /tickets, ...
-    _mount_ops,
+    _mount_plain_routes,
     _mount_console,  # the operators' console: /ops/...
-    _mount_placeholder_home,
 ]
 
 
 def mount(app: FastAPI, settings: Settings) -> None:
     for add in MOUNTS:
         add(app, settings)
-
-
-# --- Placeholder home page (until the pages land) ---------------------------------------------
-
-home = APIRouter()
-
-PLACEHOLDER = """<!doctype html>
-<html lang="en">
-<head><meta charset="utf-8"><title>taskdesk</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"></head>
-<body>
-<h1>taskdesk</h1>
-<p>A helpdesk whose slow work runs in the background and is never lost.</p>
-<p>The pages come soon. Meanwhile, try the API in <a href="/graphql">GraphiQL</a>
-or look at <a href="/health">/health</a>.</p>
-</body>
-</html>
-"""
-
-
-@home.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def placeholder_home() -> HTMLResponse:
-    return HTMLResponse(PLACEHOLDER)
 
 
 # --- The factory ------------------------------------------------------------------------------
@@ -161,8 +132,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url=None if prod else "/openapi.json",
     )
     app.state.settings = settings
-    errors.install(app)  # domain errors as 4xx, a database outage as 503 (api/errors.py)
-    # One layer for what every request gets (api/edge.py): the in-flight bound, request id, log
+    errors.install(app)  # domain errors as 4xx, a database outage as 503 (web/errors.py)
+    # One layer for what every request gets (web/edge.py): the in-flight bound, request id, log
     # line and metric, body cap, security headers; and the polled fragments' short way (ui.fast).
     app.add_middleware(Edge, settings=settings, prod=prod, short=FastFragments())
     mount(app, settings)

@@ -1,7 +1,7 @@
 """Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports.
 
-/health detail and /metrics are for operators only (api.ops): anyone else gets a plain `ok`
-(or `unavailable`, 503) from /health and "not found" from /metrics.
+/health detail and /metrics are for operators only (api.operator_access): anyone else gets a
+plain `ok` (or `unavailable`, 503) from /health and "not found" from /metrics.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import UploadFile as StarletteUploadFile
 
-from api.auth import CurrentCaller, RuntimeDep
-from api.csrf import require_csrf
-from api.limits import BodyTooLarge
-from api.ops import OpsAccess, OpsViewer
+from api.operator_access import OpsAccess, OpsViewer
 from desk.console import health, scrape
 from desk.core.errors import ValidationProblem
 from desk.imports import service as imports
 from desk.work import tasks
+from web.auth import CurrentCaller, RuntimeDep
+from web.csrf import require_csrf
+from web.limits import BodyTooLarge
 
 router = APIRouter()
 

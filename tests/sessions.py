@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from itsdangerous import URLSafeTimedSerializer
 
-from api.auth import SESSION_COOKIE
 from desk.core.settings import Settings
+from web.auth import SESSION_COOKIE
 
 
 def signed_in(settings: Settings, user_id: int) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""The app factory: lifespan opens and closes the Runtime, the placeholder page, and expected
+"""The app factory: lifespan opens and closes the Runtime, the home page, and expected
 domain errors as 4xx answers (JSON for clients, HTML for browsers) instead of 500s."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from api.app import create_app, home
+from api.app import create_app
 from desk.core.errors import NotAllowed, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from desk.core.settings import ConfigError, Settings
 
@@ -49,16 +49,6 @@ async def test_lifespan_opens_the_runtime(app: FastAPI, settings: Settings) -> N
 async def test_home_answers(client: httpx.AsyncClient) -> None:
     r = await client.get("/", follow_redirects=True)  # the pages may send you to sign in
     assert r.status_code == 200 and "taskdesk" in r.text
-
-
-async def test_placeholder_home_page() -> None:
-    bare = FastAPI()
-    bare.include_router(home)  # shadowed by the UI's "/" once that is mounted
-    transport = httpx.ASGITransport(app=bare)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-        r = await c.get("/")
-    assert r.status_code == 200
-    assert "<title>taskdesk</title>" in r.text and 'href="/graphql"' in r.text
 
 
 @pytest.mark.parametrize(

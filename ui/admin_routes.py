@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import RuntimeDep
 from desk.core.errors import ValidationProblem
 from desk.core.models import Role
 from desk.core.runtime import Runtime
@@ -16,6 +15,7 @@ from desk.people import members, users
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import PageViewer, Viewer
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from api import csrf
-from api.auth import RuntimeDep, end_session, read_session, secure_cookies, start_session
 from desk.core.errors import NotFound
 from desk.people import throttle, users
 from ui import i18n
 from ui.render import render
 from ui.route import UiRoute, csrf_exempt, redirect, uncounted
 from ui.viewer import TEAM_COOKIE, PageViewer, safe_next
+from web import csrf
+from web.auth import RuntimeDep, end_session, read_session, secure_cookies, start_session
 
 router = APIRouter(route_class=UiRoute)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import RuntimeDep
 from desk.console import health
 from desk.core import inputs
 from desk.core.errors import ValidationProblem
@@ -15,6 +14,7 @@ from desk.reads import tasks as reads
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import BellViewer, FragmentViewer, PageViewer
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
 

@@ -20,7 +20,6 @@ it, without a starlette Request or Response around them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -29,21 +28,13 @@ from starlette.routing import BaseRoute
 from starlette.types import Receive, Scope
 
 from ui.params import Declined
+from web.auth import session_secret
+from web.edge import Raw
 
 ROW_PATH = re.compile(r"/tasks/([1-9][0-9]{0,17})")
 WATCH, ROW = "/watch", "/tasks/{task_id}"
 
 __all__ = ["Declined", "FastFragments", "Raw", "row_params", "watch_params"]
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """An answer as bytes: `headers` are the app's own (none of the security headers, no
-    X-Request-ID: the edge adds those)."""
-
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -139,7 +130,6 @@ async def _row(rt: Any, scope: Scope, raw_id: str, since: float | None) -> Raw:
     the session, its user and the task in one statement (`desk.reads.tasks.viewer`), the row from the
     render cache. Whatever else the route would answer (a finished row's trigger, a sign-in,
     a 404) is Declined."""
-    from api.auth import session_secret
     from desk.core import inputs
     from desk.reads import tasks as reads
     from ui import i18n, render, task_lists

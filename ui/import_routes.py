@@ -19,8 +19,6 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from api.auth import RuntimeDep
-from api.limits import BodyTooLarge, size_text
 from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
 from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
@@ -31,6 +29,9 @@ from ui import task_lists
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import FragmentViewer, Viewer, load_teams
+from web.auth import RuntimeDep
+from web.errors import not_found
+from web.limits import BodyTooLarge, size_text
 
 router = APIRouter(route_class=UiRoute)
 
@@ -48,9 +49,7 @@ class BadUpload(Exception):
 
 
 async def _as_missing(request: Request) -> Response:
-    """Exactly what an unknown address answers (`ui.not_found`), header and all."""
-    from ui import not_found
-
+    """Exactly what an unknown address answers (`web.errors.not_found`), header and all."""
     request.state.viewer = None
     return await not_found(request, HTTPException(404))
 
@@ -70,7 +69,7 @@ async def _listing(rt: Runtime, v: Viewer, team_id: int) -> task_lists.TaskListV
 
 
 def _size_text(n: int) -> str:
-    """50 MiB, 512 KiB: the limit as people read it, as every 413 names it (api.limits)."""
+    """50 MiB, 512 KiB: the limit as people read it, as every 413 names it (web.limits)."""
     return size_text(n)
 
 
@@ -121,7 +120,7 @@ async def imports_page(
 
 async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str, str | None]:
     """(file name, contents, mode, idempotency key) of the form, reading at most `limit` + 1
-    bytes of the file. A body over the import limit stops being read at the limit (api.limits):
+    bytes of the file. A body over the import limit stops being read at the limit (web.limits):
     "too big"."""
     try:
         form = await request.form(max_files=1, max_fields=8)

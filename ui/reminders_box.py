@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import RuntimeDep
 from desk.core.clock import arrived_at
 from desk.core.errors import TaskConflict, ValidationProblem
 from desk.core.models import TaskKind, Ticket
@@ -23,6 +22,7 @@ from ui import taskview
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import PageViewer, Viewer
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
 PRESET_MINUTES = {"1m": 1, "1h": 60}

@@ -20,17 +20,14 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
 from ui import i18n, polling, rowcache, texts
+from web import wants
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 def is_htmx(request: Request) -> bool:
-    """An htmx call that wants a fragment. Restoring history (back button, cache miss) asks for
-    the whole page, so it gets one."""
-    headers = request.headers
-    return (
-        headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
-    )
+    """An htmx call that wants a fragment (web/wants.py decides it for every answer)."""
+    return wants.fragment(request.headers)
 
 
 def _local(value: datetime | None, tz: ZoneInfo | None, fmt: str = "%Y-%m-%d %H:%M") -> str:

@@ -7,7 +7,7 @@ query a 404/400 page. Endpoints marked with `csrf_exempt` (sign-in) check their 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -17,13 +17,13 @@ from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from api import csrf
-from api.auth import read_session
-from api.errors import retry_after_headers
 from desk.core.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
 from desk.people import throttle
 from ui.render import is_htmx, render
 from ui.viewer import LoginRequired, login_url, same_site_path
+from web import csrf
+from web.auth import read_session
+from web.errors import retry_after_headers
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,8 +55,11 @@ def redirect(request: Request, url: str) -> Response:
     return RedirectResponse(url, status_code=303)
 
 
-def error_page(request: Request, exc: DeskError) -> Response:
-    """The error's own status and message; htmx gets just the message block."""
+def error_page(
+    request: Request, exc: DeskError, extra: Mapping[str, str] | None = None
+) -> Response:
+    """The error's own status and message; htmx gets just the message block. `extra` headers
+    come last (`Allow` on a 405). Every error a browser gets is this page (web/errors.py)."""
     context = {
         "error": exc,
         "field": getattr(exc, "field", None),
@@ -64,9 +67,10 @@ def error_page(request: Request, exc: DeskError) -> Response:
     }
     headers = retry_after_headers(request, exc)
     if not is_htmx(request):
+        headers |= extra or {}
         return render(request, "error.html", context, status=exc.http_status, headers=headers)
     # Shown in the page's alert area, whatever element asked (its own content stays).
-    headers |= {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
+    headers |= {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"} | dict(extra or {})
     return render(
         request, "error.html", context, block="message", status=exc.http_status, headers=headers
     )

@@ -14,8 +14,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
-from api.auth import RuntimeDep
-from api.errors import retry_after_headers
 from desk.core.errors import QuotaExceeded, TaskConflict, ValidationProblem
 from desk.core.models import TaskStatus
 from desk.work import tasks
@@ -25,6 +23,8 @@ from ui.route import UiRoute, redirect
 from ui.taskview import TaskView
 from ui.tickets_routes import filter_input
 from ui.viewer import FragmentViewer, PageViewer, Viewer, load_teams
+from web.auth import RuntimeDep
+from web.errors import retry_after_headers
 
 router = APIRouter(route_class=UiRoute)
 

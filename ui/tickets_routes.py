@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.auth import RuntimeDep
 from desk.core import inputs
 from desk.core.errors import ValidationProblem
 from desk.core.models import Priority, Role, TicketStatus
@@ -20,6 +19,7 @@ from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import PageViewer, Viewer
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
 PAGE = 25

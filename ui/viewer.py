@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import Depends, Request
 
-from api.auth import RuntimeDep, remember_session, session_secret
 from desk.core import inputs
 from desk.core.errors import NotFound
 from desk.core.models import Role
@@ -25,6 +24,7 @@ from desk.people.users import TeamRole
 from desk.reads import tasks as reads
 from desk.reads.tasks import Person, SessionView, TaskHit
 from ui import i18n
+from web.auth import RuntimeDep, remember_session, session_secret
 
 TEAM_COOKIE = "taskdesk_team"
 

@@ -23,7 +23,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.auth import RuntimeDep, session_secret
 from desk.console import health
 from desk.core.errors import ValidationProblem
 from desk.core.models import TaskKind
@@ -39,6 +38,7 @@ from ui.render import render_html
 from ui.route import UiRoute
 from ui.taskview import TaskView
 from ui.viewer import BellViewer, Viewer
+from web.auth import RuntimeDep, session_secret
 
 router = APIRouter(route_class=UiRoute)
 

@@ -13,7 +13,7 @@ def utcnow() -> datetime:
 
 
 def arrived_at(request: object | None, clock: Clock) -> datetime:
-    """When a web request arrived (`request.state.arrived_at`, stamped by api/overload.py from
+    """When a web request arrived (`request.state.arrived_at`, stamped by web/overload.py from
     the runtime's clock), else now: a mutation is judged by the time it was asked, not by how
     long the server took to get to it."""
     state = getattr(request, "state", None)

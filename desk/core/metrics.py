@@ -175,7 +175,7 @@ def http_request(method: str, route: str, status: int, seconds: float) -> None:
 
 
 def overloaded(face: str) -> None:
-    """A request refused by api/overload.py; `face` is "graphql" or "page"."""
+    """A request refused by web/overload.py; `face` is "graphql" or "page"."""
     OVERLOADED.labels(face).inc()
 
 

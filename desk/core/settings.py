@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     # the same task, even one that has finished).
     idempotency_window_seconds: float = Field(default=600.0, ge=10, le=86_400)
 
-    # Request bodies are counted while they are read (api/limits.py): page forms at this size,
+    # Request bodies are counted while they are read (web/limits.py): page forms at this size,
     # sign-in and GraphQL at their own small fixed sizes, import uploads at IMPORT_MAX_BYTES.
     form_max_bytes: int = Field(default=1024 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
     login_window_seconds: int = Field(default=900, ge=10, le=86_400)
@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     graphql_request_connections: int = Field(default=2, ge=1, le=20)
     graphql_max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=2**30)
     web_statement_timeout_ms: int = Field(default=5_000, ge=100, le=600_000)
-    # Requests one web process serves at a time (api/overload.py); more are refused at once
+    # Requests one web process serves at a time (web/overload.py); more are refused at once
     # with 503 + Retry-After instead of all being served late. 48: above the benchmarks' 32
     # closed-loop connections. The bound adapts between the two counts so that answers start
     # within the target (a saturated process serves no more with more in flight, only later);

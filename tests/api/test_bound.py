@@ -1,4 +1,4 @@
-"""The in-flight bound adapts to how soon answers start (api/overload.py `Bound`): cut by a
+"""The in-flight bound adapts to how soon answers start (web/overload.py `Bound`): cut by a
 tenth when an answer starts later than the target (once per target interval), grown back by
 about one per `limit` answers in time, never below the floor nor above the ceiling. Time is
 passed in; the edge feeds it each counted answer's time to its first byte."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api.edge import Edge
-from api.overload import Bound, urgent
 from desk.core.settings import load_settings
-from tests.api.test_edge import Held, _call, _scope
+from tests.api.edge_helpers import Held, call, scope
+from web.edge import Edge
+from web.overload import Bound, urgent
 
 
 def test_a_late_answer_cuts_the_bound_once_per_target_interval() -> None:
@@ -62,7 +62,7 @@ async def test_the_edge_times_counted_answers_to_their_first_byte() -> None:
     now = [100.0]
     settings = load_settings(web_max_in_flight=48, web_target_latency_ms=5)
     edge = Edge(inner, settings=settings, prod=True, timer=lambda: now[0])
-    first = asyncio.create_task(_call(edge, _scope("/tickets")))
+    first = asyncio.create_task(call(edge, scope("/tickets")))
     await asyncio.wait_for(inner.reached.wait(), 10)
     now[0] += 0.05  # the answer starts 50 ms after arrival: later than the 5 ms target
     inner.release.set()
@@ -71,9 +71,7 @@ async def test_the_edge_times_counted_answers_to_their_first_byte() -> None:
     assert int(edge.bound.limit) == 43
     now[0] += 1.0
     inner.reached.clear()
-    health = asyncio.create_task(
-        _call(edge, _scope("/health"))
-    )  # exempt: neither counted nor timed
+    health = asyncio.create_task(call(edge, scope("/health")))  # exempt: neither counted nor timed
     await asyncio.wait_for(inner.reached.wait(), 10)
     now[0] += 0.05
     answer = await health

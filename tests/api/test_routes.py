@@ -7,11 +7,11 @@ import httpx
 import pytest
 
 from api.app import create_app
-from api.auth import start_session
 from desk.people import users
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
+from web.auth import start_session
 
 CSV = b"external_id,title,status\nR-1,Routed,OPEN\nR-2,,OPEN\n"
 

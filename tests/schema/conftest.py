@@ -12,10 +12,10 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.auth import SESSION_COOKIE
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings, load_settings
 from tests.sessions import signed_in
+from web.auth import SESSION_COOKIE
 
 
 def session_cookie(rt: Runtime, user_id: int) -> str:

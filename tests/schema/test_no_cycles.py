@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.auth import Caller
 from schema.context import Context
 from tests.schema.run import run
+from web.auth import Caller
 
 QUERY = "query { me { displayName memberships { role team { name } } } }"
 MUTATION = 'mutation { createExport(teamId: "@TEAM@") { __typename ... on Task { id status } } }'

@@ -10,9 +10,9 @@ import asyncio
 import psycopg
 from prometheus_client import REGISTRY
 
-from api.overload import OVERLOADED, RETRY_AFTER_SECONDS
 from schema import errors
 from tests.helpers import wait_for
+from web.overload import OVERLOADED, RETRY_AFTER_SECONDS
 
 REMIND = "mutation($t: ID!) { scheduleReminder(ticketId: $t, inMinutes: 30) { __typename } }"
 DEADLINE = 30.0

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from graphql import OperationDefinitionNode, parse
 
-from api.auth import Caller
 from desk.reads import tasks as reads
 from schema import quick
 from schema.context import Context
 from schema.root import build_schema
 from tests.schema.run import run
 from tests.schema.scene import make_scene
+from web.auth import Caller
 
 LEAVES = """query Status($id: ID!) { task(id: $id) {
   __typename id kind status statusLabel progress progressMessage attempts maxAttempts lastError

@@ -8,7 +8,6 @@ import io
 
 import pytest
 
-from api.auth import Caller
 from desk.console import task_admin as ops
 from desk.work import reminders, tasks
 from jobs.execution import execute
@@ -16,6 +15,7 @@ from jobs.processors import registry
 from schema.context import Context
 from tests.schema.run import run
 from tests.schema.scene import make_scene
+from web.auth import Caller
 
 TASK = """query($id: ID!) { task(id: $id) {
   id kind status statusLabel progress progressMessage attempts maxAttempts lastError note

@@ -9,9 +9,9 @@ import re
 import httpx
 import pytest
 
-from api.auth import SESSION_COOKIE
 from tests.helpers import serving, wait_until
 from tests.schema.conftest import session_cookie
+from web.auth import SESSION_COOKIE
 
 CREATE = "mutation($t: ID!) { createExport(teamId: $t) { __typename ... on Task { id } } }"
 

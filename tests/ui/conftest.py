@@ -11,9 +11,9 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.auth import SESSION_COOKIE
 from desk.core.settings import Settings
 from tests.sessions import signed_in
+from web.auth import SESSION_COOKIE
 
 
 class Page(httpx.AsyncClient):

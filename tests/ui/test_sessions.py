@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 from itsdangerous import URLSafeTimedSerializer
 
-from api.auth import SESSION_COOKIE
 from desk.people import members, users
 from desk.people.passwords import hash_password
+from web.auth import SESSION_COOKIE
 
 PASSWORD = "s3cret-enough"
 

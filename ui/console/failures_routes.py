@@ -10,13 +10,13 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.auth import RuntimeDep
 from desk.console import failures
 from desk.core.errors import NotFound, ValidationProblem
 from ui.console.pages import live_url, page_context, page_or_live
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=ConsoleRoute)
 KEY = re.compile(r"^[0-9a-f]{32}$")

@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.auth import RuntimeDep
 from desk.console import health
 from desk.console import overview as console
 from desk.people import audit
@@ -16,6 +15,7 @@ from ui.console import lanes_view
 from ui.console.charts import chart
 from ui.console.pages import live_url, page_context, page_or_live
 from ui.console.route import ConsoleDep, ConsoleRoute
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=ConsoleRoute)
 

@@ -18,13 +18,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from api import csrf
-from api.auth import read_session
 from desk.core.errors import DeskError, NotFound, ValidationProblem
 from desk.people import operators
 from desk.people.operators import Scope
 from ui.route import error_page
 from ui.viewer import LoginRequired, Viewer, page_viewer
+from web import csrf
+from web.auth import read_session
+from web.errors import not_found
 
 LIVE_FAST = 3  # seconds between polls of a live block while someone is looking
 LIVE_SLOW = 15  # after LIVE_FAST_FOR seconds of watching: still live, but cheaper
@@ -60,9 +61,7 @@ async def _console(request: Request) -> Console:
 
 
 async def _not_found(request: Request) -> Response:
-    """Exactly what an unknown address answers (ui.not_found): no header, no hints."""
-    from ui import not_found
-
+    """Exactly what an unknown address answers (web.errors.not_found): no header, no hints."""
     request.state.viewer = None
     return await not_found(request, HTTPException(404))
 

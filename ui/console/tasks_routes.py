@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.auth import RuntimeDep
 from desk.console import failures, health
 from desk.console import overview as console
 from desk.console import task_admin as ops
@@ -20,6 +19,7 @@ from desk.people import audit
 from ui.console.pages import live_url, page_context, page_or_live
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.route import redirect
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=ConsoleRoute)
 

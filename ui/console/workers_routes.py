@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request, Response
 
-from api.auth import RuntimeDep
 from desk.console import health
 from desk.core.errors import NotFound
 from desk.core.runtime import Runtime
@@ -22,6 +21,7 @@ from ui.console.pages import live_url, page_context, page_or_live
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
+from web.auth import RuntimeDep
 
 router = APIRouter(route_class=ConsoleRoute)
 TASK_KEYS = ("current", "tasks", "task_ids", "current_tasks", "running_tasks")

@@ -1,6 +1,6 @@
 """A cap on every request body, counted while it is read — with a Content-Length or chunked.
 
-api/edge.py wraps the ASGI `receive` channel: each chunk is counted before the application
+web/edge.py wraps the ASGI `receive` channel: each chunk is counted before the application
 sees it, and the chunk that crosses the route's limit raises `BodyTooLarge` instead of being
 delivered — so nothing beyond the limit is buffered, parsed or spooled to disk, and the rest of
 the body is never pulled from the client (the answer says `Connection: close`, so the server

@@ -7,8 +7,8 @@ the one page with inline style, so it gets a policy of its own that still forbid
 allows nothing off-site (it must work on a network without internet); production serves
 neither it nor the API docs, so every production answer gets the pages' strict policy.
 
-api/edge.py puts them on every answer (built once per policy); the in-flight refusal
-(api/overload.py) carries COMMON with a policy of its own.
+web/edge.py puts them on every answer (built once per policy); the in-flight refusal
+(web/overload.py) carries COMMON with a policy of its own.
 """
 
 from __future__ import annotations

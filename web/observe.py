@@ -6,7 +6,7 @@ new one; it is bound for logging (every line of the request carries it), kept on
 The duration is recorded by route template (`/tasks/{task_id}/download`), never by raw path, so
 the metric's labels stay few; a path that matched no route counts as `<unmatched>`.
 
-api/edge.py does it, in the one pass every request gets; these are its rules.
+web/edge.py does it, in the one pass every request gets; these are its rules.
 """
 
 from __future__ import annotations

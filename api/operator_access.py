@@ -14,9 +14,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from api.auth import get_runtime
 from desk.core.errors import NotFound
 from desk.core.settings import Env, Settings
+from web.auth import get_runtime
 
 
 def ops_allowed(settings: Settings, request: Request) -> bool:

@@ -1,20 +1,21 @@
-"""The one ASGI layer at the edge: everything every HTTP request gets, in one pass (issue 11).
+"""The one ASGI layer at the edge: everything every HTTP request gets, in one pass
+(docs/architecture.md, "Overload").
 
 For each HTTP request, in this order (lifespan, websockets and other scopes pass straight by):
 1. its arrival time, `state["arrived_at"]`, from the runtime's injected clock;
-2. the in-flight bound (api/overload.py `Bound`, adapted to how soon answers start): beyond it,
+2. the in-flight bound (web/overload.py `Bound`, adapted to how soon answers start): beyond it,
    503 + Retry-After before any other work, without a log line; /health, /metrics and /static/
    never count;
-3. its request id (api/observe.py), bound for logging and sent back in `X-Request-ID`;
-4. the body cap (api/limits.py), counted while the body is read;
-5. the security headers (api/headers.py) on the answer;
+3. its request id (web/observe.py), bound for logging and sent back in `X-Request-ID`;
+4. the body cap (web/limits.py), counted while the body is read;
+5. the security headers (web/headers.py) on the answer;
 6. the polled fragments' short way (ui.fast), tried before the router;
-7. its duration metric and its log line, by route template (api/observe.py).
+7. its duration metric and its log line, by route template (web/observe.py).
 
 Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
 this one applies them with a single send wrapper instead of one per layer, with what every
-answer gets built once (the header lists, the histogram's labelled children). Answers are the
-ones the separate layers gave, byte for byte and in their headers' order (tests/api/test_edge.py).
+answer gets built once (the header lists, the histogram's labelled children).
+tests/api/test_edge.py pins its answers: status, every header in its order, the body.
 """
 
 from __future__ import annotations
@@ -22,21 +23,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from random import getrandbits
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import headers as sec
-from api import limits, observe, overload
 from desk.core import logs, metrics, tracing
 from desk.core.settings import Settings
-from ui.fast import Raw
+from web import headers as sec
+from web import limits, observe, overload
 
 log = logging.getLogger("taskdesk.http")
 REQUEST_ID = b"x-request-id"
 # The short way: (scope, receive) -> its answer (a `Raw` or an ASGI app), or None: declined.
 Short = Callable[[Scope, Receive], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An answer as bytes, as the short way (ui.fast) gives it: `headers` are the app's own
+    (none of the security headers, no X-Request-ID: the edge adds those)."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
 
 
 def new_request_id() -> str:

@@ -1,12 +1,14 @@
 """Overload is refused at once: a bound on the HTTP requests one web process serves at a time.
 
-Beyond the bound, a new request is answered 503 with `Retry-After` before
-any work is done for it: pages and fragments get a short text (htmx rows back off and retry by
-themselves), `/graphql` the GraphQL error shape with `extensions.code = "OVERLOADED"`. Without
-the bound, a busy process takes every request and serves all of them slowly (issue 11: status
-reads p50 29 s); with it, the ones it takes stay fast and the others learn at once to come back.
+Beyond the bound, a new request is answered 503 with `Retry-After` before any work is done for
+it: a browser's navigation gets a small page, fragments and API clients a short text (htmx rows
+back off and retry by themselves), `/graphql` the GraphQL error shape with
+`extensions.code = "OVERLOADED"` (which is which: web/wants.py, as for every answer). Without
+the bound, a busy process takes every request and serves all of them slowly (status reads once
+waited 29 s at the median); with it, the ones it takes stay fast and the others learn at once to
+come back.
 
-It is the first thing api/edge.py does: a refusal skips the request log, tracing and the rest of the
+It is the first thing web/edge.py does: a refusal skips the request log, tracing and the rest of the
 stack (under a flood of clients that do not back off, refusals are most of the work; they are
 counted in `taskdesk_http_overloaded_total` instead). Requests that must answer under load pass
 without counting: `/health` (liveness), `/metrics` and static files. Every request also gets its arrival time (`request.state.arrived_at`, from
@@ -17,7 +19,7 @@ The bound adapts (`Bound`): WEB_MAX_IN_FLIGHT is its ceiling, and while answers 
 than WEB_TARGET_LATENCY_MS it shrinks, down to WEB_MIN_IN_FLIGHT. A fixed count cannot bound the
 wait: on a saturated process every request in flight shares the CPU, so a request waits about
 (requests in flight) x (CPU per request), and that product, not the count, is what a person feels
-(issue 11's drill: 48 in flight on a box also running PostgreSQL and two workers gave p99 ~700 ms,
+(a load drill: 48 in flight on a box also running PostgreSQL and two workers gave p99 ~700 ms,
 24 gave ~310 ms serving as many). So the bound follows the wait it causes: it is cut by a tenth
 when an answer starts late (at most once per target interval: the answers already in flight were
 admitted under the old bound), and grows by one per `bound` answers that start in time.
@@ -29,9 +31,11 @@ from __future__ import annotations
 
 import json
 
+from starlette.datastructures import Headers
 from starlette.types import Scope, Send
 
-from api.headers import COMMON
+from web import wants
+from web.headers import COMMON
 
 # schema.errors.OVERLOADED, not imported: api.app must stay cheap to import (no GraphQL).
 OVERLOADED = "OVERLOADED"
@@ -86,16 +90,13 @@ def exempt(path: str) -> bool:
     return path in EXEMPT[:2] or path.startswith(EXEMPT[2])
 
 
-def _wants_page(scope: Scope) -> bool:
-    """A browser navigation (HTML, not an htmx fragment request) gets a small HTML page."""
-    headers = dict(scope.get("headers", ()))
-    return b"hx-request" not in headers and b"text/html" in headers.get(b"accept", b"")
-
-
 def _refusal(scope: Scope) -> tuple[bytes, bytes]:
+    """GraphQL's error shape on /graphql; a small page for whoever wants a whole HTML page
+    (web/wants.py); the message as text otherwise (an htmx row shows it and polls again)."""
     if scope.get("path") == "/graphql":
         return _GRAPHQL_BODY, b"application/json"
-    if _wants_page(scope):
+    headers = Headers(scope=scope)
+    if wants.html(headers) and not wants.fragment(headers):
         return _PAGE_BODY, b"text/html; charset=utf-8"
     return MESSAGE.encode(), b"text/plain; charset=utf-8"
 

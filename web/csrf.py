@@ -14,9 +14,9 @@ from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.responses import Response
 
-from api.auth import read_session, secure_cookies
 from desk.core.errors import DeskError, Unauthenticated
 from desk.core.runtime import Runtime
+from web.auth import read_session, secure_cookies
 
 HEADER = "x-csrf-token"
 FIELD = "csrf_token"

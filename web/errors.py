@@ -1,0 +1,189 @@
+"""How failures leave the app, through one renderer (`answer`): HTML for whoever wants it
+(web/wants.py) — the pages' styled error page, or its message block for htmx — and otherwise
+the failed protocol's own data: a domain error's JSON (with `Retry-After` when it has one),
+FastAPI's JSON for Starlette's refusals (404, 405, 400 …), plain text for a 500. GraphQL
+clients always get the GraphQL error shape. A database outage is a 503 with `Retry-After`,
+never the driver's text (it can quote SQL and its parameters).
+
+web renders no template: the pages register their error page (`use_pages`) when they are
+mounted. An app without pages answers every error as data.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+import psycopg_pool
+import sqlalchemy.exc
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException
+
+from desk.core.errors import DeskError, NotFound, QuotaExceeded, TaskConflict
+from web import wants
+
+log = logging.getLogger("taskdesk.web")
+
+OUTAGE_RETRY_SECONDS = 5  # PostgreSQL restarts in ~6 s; clients try again soon after
+
+# What a database that is down, restarting or out of connections raises (the pool's wait for a
+# connection included); a bug's error (IntegrityError, ProgrammingError …) stays a 500.
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg_pool.PoolTimeout,
+    ConnectionRefusedError,
+)
+
+
+class ServiceUnavailable(DeskError):
+    """taskdesk cannot reach its database right now. Please try again in a moment."""
+
+    code = "SERVICE_UNAVAILABLE"
+    http_status = 503
+    retry_after_seconds = OUTAGE_RETRY_SECONDS
+
+
+class ServerTrouble(DeskError):
+    """The server had a problem. Please try again in a moment."""
+
+    code = "INTERNAL"
+    http_status = 500
+
+
+class HttpProblem(DeskError):
+    """That did not work."""
+
+    code = "HTTP"
+
+
+HTTP_MESSAGES = {
+    405: "This address does not take that kind of request.",
+    400: "The request could not be read. Please go back and try again.",
+}
+
+
+@dataclass(frozen=True)
+class Pages:
+    """The pages' error page: `page(request, problem, headers)` renders the problem (the whole
+    page, or its message block for htmx) with `headers` added last; `viewer(request)` looks up
+    who is reading, best effort, so the page speaks their language."""
+
+    page: Callable[[Request, DeskError, Mapping[str, str]], Response]
+    viewer: Callable[[Request], Awaitable[None]]
+
+
+def use_pages(app: FastAPI, pages: Pages) -> None:
+    app.state.error_pages = pages
+
+
+def retry_after_headers(request: Request, exc: DeskError) -> dict[str, str]:
+    """`Retry-After` for a refusal that ends by itself (quota, rate limit, outage)."""
+    seconds = getattr(exc, "retry_after_seconds", None)
+    if isinstance(exc, QuotaExceeded):
+        runtime = getattr(request.app.state, "runtime", None)
+        now: datetime = runtime.clock() if runtime is not None else exc.retry_after
+        seconds = int((exc.retry_after - now).total_seconds() + 0.999)
+    if seconds is None:
+        return {}
+    return {"Retry-After": str(max(1, int(seconds)))}
+
+
+def problem_json(request: Request, exc: DeskError) -> Response:
+    """A domain error as API clients read it: `{"error": {code, message[, task_id]}}`."""
+    body: dict[str, object] = {"code": exc.code, "message": exc.message}
+    if isinstance(exc, TaskConflict):
+        task_id = getattr(exc.existing, "id", None)
+        if task_id is not None:
+            body["task_id"] = task_id
+    headers = retry_after_headers(request, exc)
+    return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
+
+
+def graphql_json(request: Request, exc: DeskError) -> Response:
+    """GraphQL clients read errors[].extensions.code."""
+    error = {"message": exc.message, "extensions": {"code": exc.code}}
+    headers = retry_after_headers(request, exc)
+    return JSONResponse({"errors": [error]}, status_code=exc.http_status, headers=headers)
+
+
+async def answer(
+    request: Request,
+    problem: DeskError,
+    data: Response | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    anonymous: bool = False,
+) -> Response:
+    """The one error renderer: the styled page (the message block for htmx) for whoever wants
+    HTML, else `data` (by default the problem's JSON). `headers` go on the page after its own
+    (`Allow` on a 405); `anonymous` skips looking up the reader (the database is the trouble)."""
+    pages: Pages | None = getattr(request.app.state, "error_pages", None)
+    if pages is None or not wants.html(request.headers):
+        return data if data is not None else problem_json(request, problem)
+    if anonymous:
+        request.state.viewer = None
+    else:
+        await pages.viewer(request)
+    return pages.page(request, problem, headers or {})
+
+
+# --- the app's exception handlers -------------------------------------------------------------
+
+
+async def desk_error(request: Request, exc: Exception) -> Response:
+    """A domain error raised outside the pages' own routes: its 4xx with its message."""
+    assert isinstance(exc, DeskError)
+    if request.url.path == "/graphql":
+        return graphql_json(request, exc)
+    return await answer(request, exc)
+
+
+async def database_down(request: Request, exc: Exception) -> Response:
+    """503 + Retry-After; the driver's message goes to the log only."""
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    problem = ServiceUnavailable()
+    if request.url.path == "/graphql":
+        return graphql_json(request, problem)
+    return await answer(request, problem, anonymous=True)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (405, 400 …): FastAPI's JSON, or the page with their headers."""
+    assert isinstance(exc, HTTPException)
+    data = await http_exception_handler(request, exc)
+    if exc.status_code < 400:
+        return data
+    problem = HttpProblem(HTTP_MESSAGES.get(exc.status_code))
+    problem.http_status = exc.status_code
+    return await answer(request, problem, data, headers=exc.headers)
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """An unknown address: FastAPI's JSON 404, or the pages' 404."""
+    assert isinstance(exc, HTTPException)
+    return await answer(request, NotFound(), await http_exception_handler(request, exc))
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    """Anything unexpected: a 500 that says nothing of its cause."""
+    text = PlainTextResponse("Internal Server Error", status_code=500)
+    return await answer(request, ServerTrouble(), text)
+
+
+def install(app: FastAPI) -> None:
+    app.state.error_pages = None  # until the pages are mounted (use_pages)
+    app.add_exception_handler(DeskError, desk_error)
+    for kind in DATABASE_DOWN:
+        app.add_exception_handler(kind, database_down)
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, server_error)
