@@ -109,6 +109,21 @@ async def store_chunk(
     )
 
 
+async def next_chunk(
+    db: Db, task_id: int, execution_id: str, after_seq: int
+) -> tuple[int, bytes] | None:
+    """The stored chunk of this execution after `after_seq` (seq, data), or None at the end:
+    one row per read, so a download never holds a large result in memory."""
+    found = await rows(db, _NEXT_CHUNK, {"t": task_id, "e": execution_id, "s": after_seq})
+    return (found[0]["seq"], bytes(found[0]["data"])) if found else None
+
+
+_NEXT_CHUNK = (
+    "SELECT seq, data FROM task_result_chunk WHERE task_id = %(t)s AND execution_id = %(e)s "
+    "AND seq > %(s)s ORDER BY seq LIMIT 1"
+)
+
+
 async def drop_other_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:
     """Keep only the committing execution's output (earlier, lost executions may have left some)."""
     await conn.execute(

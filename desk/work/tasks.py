@@ -33,6 +33,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk.filters import parse_filter
 from desk.ledger import accept as ledger
 from desk.ledger import intake
+from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.rules import can_retry, export_downloadable, status_label
 from desk.people import access
@@ -345,20 +346,11 @@ async def open_export_result(rt: Runtime, user_id: int, task_id: int) -> ExportF
 async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIterator[bytes]:
     async with rt.engine.connect() as conn:
         seq = -1
-        while True:
-            row = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT seq, data FROM task_result_chunk WHERE task_id = :t AND execution_id = :e "
-                        "AND seq > :s ORDER BY seq LIMIT 1"
-                    ),
-                    {"t": task_id, "e": execution_id, "s": seq},
-                )
-            ).first()
-            if row is None:
-                return
-            seq = row.seq
-            yield bytes(row.data)
+        while (
+            chunk := await ledger_upkeep.next_chunk(conn, task_id, execution_id, seq)
+        ) is not None:
+            seq, data = chunk
+            yield data
 
 
 # --- internal kinds -------------------------------------------------------------------------
