@@ -22,7 +22,7 @@ from sqlalchemy.orm.instrumentation import manager_of_class
 
 from desk.core import metrics
 from desk.core.models import BackgroundTask, TaskKind
-from desk.ledger.sql import Db, one, rows
+from desk.ledger.sql import Db, execute, one
 
 ACTIVE = "status IN ('WAITING', 'RUNNING')"
 
@@ -75,7 +75,7 @@ async def _task(db: Db, sql: str, params: dict[str, Any]) -> BackgroundTask | No
 
 async def lock_team(db: Db, team_id: int) -> None:
     """Serialise acceptance per team (an import's one active task, read then inserted)."""
-    await rows(db, LOCK_TEAM, {"t": team_id})
+    await execute(db, LOCK_TEAM, {"t": team_id})
 
 
 async def get(db: Db, task_id: int, *, lock: bool = False) -> BackgroundTask | None:

@@ -41,7 +41,7 @@ from desk.core.pg import Pg
 from desk.ledger.accept import ACTIVE as _ACTIVE
 from desk.ledger.accept import NewTask, as_task
 from desk.ledger.lanes import lane_of
-from desk.ledger.sql import Db, one, rows
+from desk.ledger.sql import Db, execute, one
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 
@@ -138,7 +138,7 @@ class Outcome:
 
 async def lock_person(db: Db, team_id: int, owner_id: int) -> None:
     """Serialise one person's accepts in one team (their quotas); others never wait for it."""
-    await rows(db, LOCK_PERSON, {"lock": f"accept:{team_id}:{owner_id}"})
+    await execute(db, LOCK_PERSON, {"lock": f"accept:{team_id}:{owner_id}"})
 
 
 @asynccontextmanager
@@ -156,7 +156,7 @@ async def transaction(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
 
 async def lock_key(db: Db, owner_id: int, key: str) -> None:
     """Serialise two requests carrying one idempotency key (they may name different teams)."""
-    await rows(db, LOCK_KEY, {"k": f"{owner_id}:{key}"})
+    await execute(db, LOCK_KEY, {"k": f"{owner_id}:{key}"})
 
 
 async def by_key(db: Db, owner_id: int, key: str) -> BackgroundTask | None:
@@ -166,7 +166,7 @@ async def by_key(db: Db, owner_id: int, key: str) -> BackgroundTask | None:
 
 async def forget_key(db: Db, task_id: int, key: str) -> None:
     """A key older than the window is free again: its old task lets go of it."""
-    await rows(db, FORGET_KEY, {"id": task_id, "k": key})
+    await execute(db, FORGET_KEY, {"id": task_id, "k": key})
 
 
 def _accept_params(

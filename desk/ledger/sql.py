@@ -35,6 +35,14 @@ async def rows(db: Db, sql: str, params: Mapping[str, Any]) -> list[dict[str, An
     return await cursor.fetchall() if cursor.description else []
 
 
+async def execute(db: Db, sql: str, params: Mapping[str, Any]) -> None:
+    """Run `sql` once on `db` for its effect alone (a lock, a write whose rows nobody reads)."""
+    if isinstance(db, psycopg.AsyncConnection):
+        await db.execute(sql, params)
+    else:
+        await rows(db, sql, params)
+
+
 async def one(db: Db, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
     """The first row of `rows`, or None."""
     found = await rows(db, sql, params)
