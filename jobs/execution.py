@@ -138,7 +138,7 @@ class Execution:
                     and row.execution_id == self.execution_id
                 ):
                     await ledger_upkeep.drop_chunks(conn, self.task_id, self.execution_id)
-                    await ledger_run.progress(
+                    await ledger_run.pulse(
                         conn, self.task_id, self.execution_id, now=self.rt.clock(), lease=self.lease
                     )
                 return row

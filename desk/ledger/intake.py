@@ -1,9 +1,11 @@
-"""The accept side of the ledger on `rt.pg`: an export is accepted in one statement, under a lock
-of its owner only.
+"""The accept statement of the ledger: every task a person starts (an export, an import, a
+reminder) is inserted by `ACCEPT`, which checks membership, the assignee, the scope's one active
+task and the owner's quota in the same statement; an export runs it under a lock of its owner
+only. The idempotency keys of every accept path are kept here too.
 
 Why not the team's lock: quotas are per person, and one active task per scope is the partial
-unique index's job, so two staff of one team never need to wait for each other (issue 11: with
-the team lock 16 people's exports queued behind one another). The lock of (team, person) keeps
+unique index's job, so two staff of one team never need to wait for each other (with the team
+lock, 16 people's exports queued behind one another). The lock of (team, person) keeps
 one person's quota exact under concurrency: the count and the insert run in one statement,
 after the lock, so its snapshot sees every earlier accept of that person.
 
@@ -30,26 +32,26 @@ from typing import Any
 import psycopg
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.rows import dict_row
-from sqlalchemy.orm import configure_mappers
-from sqlalchemy.orm.instrumentation import manager_of_class
 
 from desk.core import metrics
 from desk.core.errors import IdempotencyKeyReused, NotFound, QuotaExceeded, ValidationProblem
 from desk.core.messages import message
 from desk.core.models import BackgroundTask
 from desk.core.pg import Pg
-from desk.ledger.accept import NewTask
+from desk.ledger.accept import ACTIVE as _ACTIVE
+from desk.ledger.accept import NewTask, as_task
 from desk.ledger.lanes import lane_of
+from desk.ledger.sql import Db, execute, one
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 
-_ACTIVE = "status IN ('WAITING', 'RUNNING')"
-
 LOCK_PERSON = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 7343))"
-LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"  # as ledger.lock_idempotency_key
+LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"
 BY_KEY = "SELECT * FROM background_task WHERE owner_id = %(o)s AND idempotency_key = %(k)s"
-FORGET_KEY = "UPDATE background_task SET idempotency_key = NULL WHERE id = %(id)s AND idempotency_key = %(k)s"
-BY_ID = "SELECT * FROM background_task WHERE id = %(id)s"
+FORGET_KEY = (
+    "UPDATE background_task SET idempotency_key = NULL "
+    "WHERE id = %(id)s AND idempotency_key = %(k)s"
+)
 
 _SEND = "(%(dispatched)s AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused))"
 # m: the owner's role; a: the named assignee is staff; c: an active task in the scope;
@@ -115,6 +117,11 @@ class Quota:
     max_recent: int
     since: datetime
 
+    @classmethod
+    def none(cls, now: datetime) -> Quota:
+        """No quota (imports, reminders: one active task per scope is their only limit)."""
+        return cls(2**62, 2**62, now)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -129,9 +136,9 @@ class Outcome:
     task: BackgroundTask | None
 
 
-async def lock_person(conn: AsyncConnection[Any], team_id: int, owner_id: int) -> None:
+async def lock_person(db: Db, team_id: int, owner_id: int) -> None:
     """Serialise one person's accepts in one team (their quotas); others never wait for it."""
-    await conn.execute(LOCK_PERSON, {"lock": f"accept:{team_id}:{owner_id}"})
+    await execute(db, LOCK_PERSON, {"lock": f"accept:{team_id}:{owner_id}"})
 
 
 @asynccontextmanager
@@ -147,24 +154,19 @@ async def transaction(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     await conn.execute(b"COMMIT", prepare=False)
 
 
-async def lock_key(conn: AsyncConnection[Any], owner_id: int, key: str) -> None:
+async def lock_key(db: Db, owner_id: int, key: str) -> None:
     """Serialise two requests carrying one idempotency key (they may name different teams)."""
-    await conn.execute(LOCK_KEY, {"k": f"{owner_id}:{key}"})
+    await execute(db, LOCK_KEY, {"k": f"{owner_id}:{key}"})
 
 
-async def by_key(conn: AsyncConnection[Any], owner_id: int, key: str) -> BackgroundTask | None:
-    row = await _row(conn, BY_KEY, {"o": owner_id, "k": key})
-    return _task(row) if row else None
+async def by_key(db: Db, owner_id: int, key: str) -> BackgroundTask | None:
+    row = await one(db, BY_KEY, {"o": owner_id, "k": key})
+    return as_task(row) if row else None
 
 
-async def forget_key(conn: AsyncConnection[Any], task_id: int, key: str) -> None:
+async def forget_key(db: Db, task_id: int, key: str) -> None:
     """A key older than the window is free again: its old task lets go of it."""
-    await conn.execute(FORGET_KEY, {"id": task_id, "k": key})
-
-
-async def by_id(conn: AsyncConnection[Any], task_id: int) -> BackgroundTask | None:
-    row = await _row(conn, BY_ID, {"id": task_id})
-    return _task(row) if row else None
+    await execute(db, FORGET_KEY, {"id": task_id, "k": key})
 
 
 def _accept_params(
@@ -185,7 +187,7 @@ def _accept_params(
 def _outcome(row: dict[str, Any] | None) -> Outcome:
     assert row is not None  # q always yields one row
     found = {k: row.pop(k) for k in [k for k in row if k.startswith("q_")]}
-    task = _task(row) if row.get("id") is not None else None
+    task = as_task(row) if row.get("id") is not None else None
     return Outcome(
         role=found["q_role"],
         assignee_ok=bool(found["q_assignee_ok"]),
@@ -198,7 +200,7 @@ def _outcome(row: dict[str, Any] | None) -> Outcome:
 
 
 async def accept(
-    conn: AsyncConnection[Any],
+    db: Db,
     new: NewTask,
     quota: Quota,
     *,
@@ -208,9 +210,10 @@ async def accept(
 ) -> Outcome:
     """Insert `new` WAITING if the owner is a member, `assignee_id` (if any) is staff, no active
     task holds the scope and the quota allows it; in any case, report what was found. Runs in
-    the caller's transaction, which holds the owner's lock."""
+    the caller's transaction, which holds the owner's lock (an export) or the lock that
+    serialises its scope (an import's team, a reminder's ticket)."""
     params = _accept_params(new, quota, now, dispatched, assignee_id)
-    return _outcome(await _row(conn, ACCEPT, params))
+    return _outcome(await one(db, ACCEPT, params))
 
 
 # The accept statement prepared once per connection under this name (SQL-level PREPARE, so a
@@ -301,27 +304,8 @@ async def accept_noop(
         "max_attempts": new.max_attempts, "dispatched": dispatched, "lane": lane_of(new.kind),
         "now": now,
     }  # fmt: skip
-    rows = await pg.write(ACCEPT_NOOP, params)
-    return metrics.accepted(_task(rows[0])) if rows else None
-
-
-def _task(row: dict[str, Any]) -> BackgroundTask:
-    """The row as the `BackgroundTask` callers know, without the model's __init__: the values
-    come typed from the database, and __init__ cost ~0.7 ms a row (10x this), profiled."""
-    configure_mappers()  # what __init__ would do on first use (a flag check after that)
-    task = BackgroundTask.model_construct(**row)
-    # The ORM's per-object state, which __init__ would also make (~35 us): without it,
-    # setting an attribute on the returned task raises (callers and tests may).
-    manager_of_class(BackgroundTask).setup_instance(task)
-    return task
-
-
-async def _row(
-    conn: AsyncConnection[Any], sql: str, params: dict[str, Any]
-) -> dict[str, Any] | None:
-    cursor = conn.cursor(row_factory=dict_row)
-    await cursor.execute(sql, params)
-    return await cursor.fetchone()
+    found = await pg.write(ACCEPT_NOOP, params)
+    return metrics.accepted(as_task(found[0])) if found else None
 
 
 # --- idempotency keys (every accept path) -----------------------------------------------------
@@ -340,7 +324,7 @@ def key_expired(found: BackgroundTask, now: datetime, window_seconds: float) -> 
 
 
 async def replay(
-    conn: AsyncConnection[Any],
+    db: Db,
     owner_id: int,
     key: str,
     fingerprint: str,
@@ -348,15 +332,17 @@ async def replay(
     now: datetime,
     window: float,
 ) -> BackgroundTask | None:
-    """desk.work.tasks.replay on a psycopg connection: the task `key` made within the window, or
-    None (go on); the key's lock is held until the transaction ends."""
+    """The task `key` already made within the window (whatever its state now), or None: go on.
+
+    Holds the key's lock until the caller's transaction ends, so two requests with one key
+    create one task. The same key with another request is IdempotencyKeyReused."""
     check_key(key)
-    await lock_key(conn, owner_id, key)
-    found = await by_key(conn, owner_id, key)
+    await lock_key(db, owner_id, key)
+    found = await by_key(db, owner_id, key)
     if found is None:
         return None
     if key_expired(found, now, window):
-        await forget_key(conn, found.id or 0, key)
+        await forget_key(db, found.id or 0, key)
         return None
     if found.request_fingerprint != fingerprint:
         raise IdempotencyKeyReused()

@@ -6,9 +6,9 @@ the execution id with status RUNNING: when it no longer holds, nothing changes a
 learns it lost the right to commit.
 
 The worker's own transitions run on `rt.pg` (desk/core/pg.py) as single autocommit statements and
-answer with a `Row` (no ORM objects on the hot path). The same statements are also available on
-a caller's SQLAlchemy connection (`progress`, `finish`), for processors whose side effects
-(an import's rows, an export's chunks) must commit in the same transaction.
+answer with a `Row` (no ORM objects on the hot path). `pulse`, `complete` and `reread` also take
+the caller's connection (desk/ledger/sql.py runs the same statement there), for processors whose
+side effects (an import's rows, an export's chunks) must commit in the same transaction.
 
 Repeating a statement whose reply was lost (the connection broke after the commit) is safe only
 because of the fences: a claim or a finish repeated by the same execution answers with the row
@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from desk.core import metrics, tracing
 from desk.core.pg import Pg
 from desk.ledger.lanes import lane_of
 from desk.ledger.sends import FULL_TEAMS_PG
+from desk.ledger.sql import Db, rows
 
 COLUMNS = (
     "id, run, kind, status, team_id, owner_id, ticket_id, scope_creator_id, attempts, "
@@ -154,7 +153,7 @@ async def claim_short(
     Cancelled rows are never taken, and a paused short lane lends none of its rows to a message
     sent before the pause."""
     b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
-    rows = await pg.write(
+    found = await pg.write(
         "WITH first AS (SELECT id, kind, filters FROM background_task WHERE id = %(id)s "
         "  AND run = %(run)s AND status = 'WAITING' AND NOT cancel_requested FOR UPDATE), "
         "more AS (SELECT id FROM background_task WHERE status = 'WAITING' "
@@ -179,7 +178,7 @@ async def claim_short(
             "lane": lane_of("REMINDER"),
         },
     )
-    return [metrics.claimed(Row(**r)) for r in rows]
+    return [metrics.claimed(Row(**r)) for r in found]
 
 
 def batchable(row: Row) -> bool:
@@ -229,34 +228,18 @@ def _progress_params(
     }
 
 
-def _pulse(rows: list[Any]) -> Pulse:
-    return Pulse(True, bool(rows[0][0])) if rows else Pulse(False)
+def _pulse(found: list[dict[str, Any]]) -> Pulse:
+    return Pulse(True, bool(found[0]["cancel_requested"])) if found else Pulse(False)
 
 
 async def pulse(
-    pg: Pg, task_id: int, execution_id: str, *, now: datetime, lease: timedelta, **fields: Any
+    db: Db, task_id: int, execution_id: str, *, now: datetime, lease: timedelta, **fields: Any
 ) -> Pulse:
-    """Report progress and extend the lease (also the keep-alive), one autocommit statement.
-    A repeat after a lost reply writes the same values again."""
+    """Report progress and extend the lease (also the keep-alive): one autocommit statement on
+    `rt.pg`, or inside the caller's transaction (an import's batch commits with its progress).
+    Fields: current, total, message, stats. A repeat after a lost reply writes the same values."""
     params = _progress_params(task_id, execution_id, now, lease, **fields)
-    return _pulse([tuple(r.values()) for r in await pg.write(_PROGRESS, params)])
-
-
-async def progress(
-    conn: AsyncConnection,
-    task_id: int,
-    execution_id: str,
-    *,
-    now: datetime,
-    lease: timedelta,
-    current: int | None = None,
-    total: int | None = None,
-    message: str | None = None,
-    stats: dict[str, int] | None = None,
-) -> Pulse:
-    """`pulse` inside the caller's transaction (an import's batch commits with its progress)."""
-    params = _progress_params(task_id, execution_id, now, lease, current, total, message, stats)
-    return _pulse(list(await conn.exec_driver_sql(_PROGRESS, params)))
+    return _pulse(await rows(db, _PROGRESS, params))
 
 
 # A repeat by the same execution after its commit (the reply lost) matches no RUNNING row; the
@@ -310,22 +293,13 @@ def _finish_params(
 
 @tracing.traced("taskdesk.finish")
 async def complete(
-    pg: Pg, task_id: int, execution_id: str, *, now: datetime, **fields: Any
+    db: Db, task_id: int, execution_id: str, *, now: datetime, **fields: Any
 ) -> Row | None:
-    """COMPLETED if this execution still holds the fence, one autocommit statement; None means:
-    discard quietly. Fields as `finish`."""
+    """COMPLETED if this execution still holds the fence; None means: discard quietly. One
+    autocommit statement on `rt.pg`, or inside the caller's transaction with the side effects it
+    commits. Fields as `_finish_params`."""
     params = _finish_params(task_id, execution_id, now, **fields)
-    return metrics.ended(_row(await pg.write(_FINISH, params)))
-
-
-@tracing.traced("taskdesk.finish")
-async def finish(
-    conn: AsyncConnection, task_id: int, execution_id: str, *, now: datetime, **fields: Any
-) -> Row | None:
-    """`complete` inside the caller's transaction (with the side effects it commits)."""
-    params = _finish_params(task_id, execution_id, now, **fields)
-    found = (await conn.exec_driver_sql(_FINISH, params)).first()
-    return metrics.ended(Row(**found._mapping) if found else None)
+    return metrics.ended(_row(await rows(db, _FINISH, params)))
 
 
 def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = None) -> timedelta:
@@ -392,8 +366,8 @@ async def ack_cancel(pg: Pg, task_id: int, execution_id: str, *, now: datetime) 
     return metrics.ended(_row(found))
 
 
-async def reread(conn: AsyncConnection, task_id: int) -> Row | None:
+async def reread(db: Db, task_id: int) -> Row | None:
     """The row again, in the caller's transaction (an execution after a database error)."""
-    sql = f"SELECT {COLUMNS} FROM background_task WHERE id = %(id)s"
-    found = (await conn.exec_driver_sql(sql, {"id": task_id})).first()
-    return Row(**found._mapping) if found else None
+    return _row(
+        await rows(db, f"SELECT {COLUMNS} FROM background_task WHERE id = %(id)s", {"id": task_id})
+    )

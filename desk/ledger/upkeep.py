@@ -1,6 +1,7 @@
-"""Worker-side ledger SQL beyond a single execution: a batch's endings (reminders, plain NOOPs), the rescue of
-rows whose lease ran out, an export's stored chunks, and pruning. Each runs on the caller's
-SQLAlchemy connection, inside the transaction that commits its side effects.
+"""Worker-side ledger SQL beyond a single execution: a batch's endings (reminders, plain NOOPs),
+the rescue of rows whose lease ran out, an export's stored chunks, and pruning. Each runs on the
+caller's connection, inside the transaction that commits its side effects (a batch of plain
+NOOPs, which has none, completes on `rt.pg`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import metrics, tracing
 from desk.core.models import BackgroundTask
-from desk.core.pg import Pg
 from desk.ledger.run import COLUMNS, Row
+from desk.ledger.sql import Db, rows
 
 
 def _task(row: Any) -> BackgroundTask:
@@ -25,7 +26,7 @@ def _task(row: Any) -> BackgroundTask:
 
 @dataclass(frozen=True)
 class Ending:
-    """One row of `finish_many`: the execution that may commit it and its result."""
+    """One row of `complete_many`: the execution that may commit it and its result."""
 
     task_id: int
     execution_id: str
@@ -35,61 +36,36 @@ class Ending:
     summary_params: dict[str, Any] | None = None
 
 
-@tracing.traced("taskdesk.finish")
-async def finish_many(
-    conn: AsyncConnection, endings: list[Ending], *, now: datetime
-) -> list[BackgroundTask]:
-    """`finish` for many rows in one statement; only rows whose fence still holds are returned
-    (the caller writes side effects for those alone, in the same transaction)."""
-    rows = await conn.execute(
-        sa.text(
-            "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
-            " result_summary = u.summary, result_skipped = u.skipped, finished_at = :now, "
-            " summary_key = u.skey, summary_params = CAST(u.sparams AS jsonb), "
-            " lease_until = NULL, updated_at = :now "
-            "FROM unnest(CAST(:ids AS bigint[]), CAST(:eids AS text[]), CAST(:sums AS text[]), "
-            " CAST(:skips AS boolean[]), CAST(:skeys AS text[]), CAST(:sparams AS text[])) "
-            " AS u(id, eid, summary, skipped, skey, sparams) "
-            "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' RETURNING b.*"
-        ),
-        {
-            "ids": [e.task_id for e in endings],
-            "eids": [e.execution_id for e in endings],
-            "sums": [e.summary for e in endings],
-            "skips": [e.skipped for e in endings],
-            "skeys": [e.summary_key for e in endings],
-            "sparams": [json.dumps(e.summary_params or {}) for e in endings],
-            "now": now,
-        },
-    )
-    return [metrics.ended(_task(r)) for r in rows]
+# Only rows whose fence still holds change. A repeat after a lost reply matches nothing: its rows
+# are already COMPLETED.
+_COMPLETE_MANY = (
+    "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
+    " result_summary = u.summary, result_skipped = u.skipped, summary_key = u.skey, "
+    " summary_params = CAST(u.sparams AS jsonb), expires_at = NULL, result_bytes = NULL, "
+    " finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s "
+    "FROM unnest(CAST(%(ids)s AS bigint[]), CAST(%(eids)s AS text[]), CAST(%(sums)s AS text[]), "
+    " CAST(%(skips)s AS boolean[]), CAST(%(skeys)s AS text[]), CAST(%(sparams)s AS text[])) "
+    " AS u(id, eid, summary, skipped, skey, sparams) "
+    "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' "
+    "RETURNING " + ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
+)
 
 
 @tracing.traced("taskdesk.finish")
-async def complete_many(
-    pg: Pg, claimed: list[tuple[int, str]], *, now: datetime, summary: str, summary_key: str
-) -> list[Row]:
-    """COMPLETED with one summary for many (task id, execution id), one autocommit statement;
-    only rows whose fence still holds change and are returned (a batch of plain NOOPs). A repeat
-    after a lost reply matches nothing: its rows are already COMPLETED."""
-    b_columns = ", ".join(f"b.{c.strip()}" for c in COLUMNS.split(","))
-    found = await pg.write(
-        "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
-        " result_summary = %(summary)s, summary_key = %(skey)s, summary_params = '{}'::jsonb, "
-        " result_skipped = false, expires_at = NULL, result_bytes = NULL, finished_at = %(now)s, "
-        " lease_until = NULL, updated_at = %(now)s "
-        "FROM unnest(CAST(%(ids)s AS bigint[]), CAST(%(eids)s AS text[])) AS u(id, eid) "
-        "WHERE b.id = u.id AND b.execution_id = u.eid AND b.status = 'RUNNING' "
-        f"RETURNING {b_columns}",
-        {
-            "ids": [i for i, _ in claimed],
-            "eids": [e for _, e in claimed],
-            "now": now,
-            "summary": summary,
-            "skey": summary_key,
-        },
-    )
-    return [metrics.ended(Row(**r)) for r in found]
+async def complete_many(db: Db, endings: list[Ending], *, now: datetime) -> list[Row]:
+    """`desk.ledger.run.complete` for many rows in one statement: one autocommit statement on
+    `rt.pg` (a batch of plain NOOPs), or in the caller's transaction, which writes side effects
+    for the returned rows alone (a batch of reminders' notifications)."""
+    params = {
+        "ids": [e.task_id for e in endings],
+        "eids": [e.execution_id for e in endings],
+        "sums": [e.summary for e in endings],
+        "skips": [e.skipped for e in endings],
+        "skeys": [e.summary_key for e in endings],
+        "sparams": [json.dumps(e.summary_params or {}) for e in endings],
+        "now": now,
+    }
+    return [metrics.ended(Row(**r)) for r in await rows(db, _COMPLETE_MANY, params)]
 
 
 async def rescue(
@@ -99,7 +75,7 @@ async def rescue(
 
     `unreachable`: tasks a live worker still runs (its registration lists them) — it could not
     renew the lease because it could not reach the database, and `last_error` says so."""
-    rows = await conn.execute(
+    found = await conn.execute(
         sa.text(
             "WITH lost AS (SELECT id FROM background_task WHERE status = 'RUNNING' AND lease_until < :now "
             "  ORDER BY lease_until LIMIT :lim FOR UPDATE SKIP LOCKED) "
@@ -119,7 +95,7 @@ async def rescue(
         ),
         {"now": now, "lim": limit, "unreachable": list(unreachable)},
     )
-    return metrics.rescued([_task(r) for r in rows])
+    return metrics.rescued([_task(r) for r in found])
 
 
 async def store_chunk(
@@ -131,6 +107,21 @@ async def store_chunk(
         ),
         {"t": task_id, "e": execution_id, "s": seq, "d": data},
     )
+
+
+async def next_chunk(
+    db: Db, task_id: int, execution_id: str, after_seq: int
+) -> tuple[int, bytes] | None:
+    """The stored chunk of this execution after `after_seq` (seq, data), or None at the end:
+    one row per read, so a download never holds a large result in memory."""
+    found = await rows(db, _NEXT_CHUNK, {"t": task_id, "e": execution_id, "s": after_seq})
+    return (found[0]["seq"], bytes(found[0]["data"])) if found else None
+
+
+_NEXT_CHUNK = (
+    "SELECT seq, data FROM task_result_chunk WHERE task_id = %(t)s AND execution_id = %(e)s "
+    "AND seq > %(s)s ORDER BY seq LIMIT 1"
+)
 
 
 async def drop_other_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:

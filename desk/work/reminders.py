@@ -146,13 +146,13 @@ async def cancel_reminder(rt: Runtime, user_id: int, ticket_id: int) -> Backgrou
     """Cancel the ticket's pending reminder (if any); bumps the revision so none can fire."""
     async with rt.engine.begin() as conn:
         ticket = await _ticket_for_staff(conn, user_id, ticket_id)
-        await ledger.bump_reminder_revision(conn, ticket_id)
         existing = await ledger.active_in_scope(
             conn, TaskKind.REMINDER, ticket.team_id, scope_key(ticket_id)
         )
         if existing is None:
+            await ledger.bump_reminder_revision(conn, ticket_id)  # no copy may fire either
             return None
-        return await ledger.cancel(conn, existing.id or 0, now=rt.clock()) or existing
+        return await ledger.cancel_task(conn, existing, now=rt.clock()) or existing
 
 
 async def pending_reminder(rt: Runtime, user_id: int, ticket_id: int) -> BackgroundTask | None:

@@ -2,7 +2,7 @@
 
 Every function checks membership from the database, applies the visibility rules
 (docs/architecture.md, "Visibility": a task you may not see is reported exactly as a missing
-one), changes the ledger through `desk.ledger.accept` in one transaction, and after commit
+one), changes the ledger through `desk.ledger` in one transaction, and after commit
 hands the task to the queue (best effort: if Redis is down the dispatcher sends it later).
 """
 
@@ -24,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from desk.core import inputs, tracing
 from desk.core.db import retry_transient
 from desk.core.errors import (
-    IdempotencyKeyReused,
     NotFound,
     TaskConflict,
     ValidationProblem,
@@ -34,6 +33,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk.filters import parse_filter
 from desk.ledger import accept as ledger
 from desk.ledger import intake
+from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.rules import can_retry, export_downloadable, status_label
 from desk.people import access
@@ -59,39 +59,28 @@ def request_fingerprint(*parts: object) -> str:
 async def replay(
     rt: Runtime, conn: AsyncConnection, owner_id: int, key: str | None, fingerprint: str
 ) -> BackgroundTask | None:
-    """The task `key` already made within the window (whatever its state now), or None: go on.
-
-    Holds the key's lock until the caller's transaction ends, so two requests with one key
-    create one task. The same key with another request is IdempotencyKeyReused."""
+    """The task `key` already made within the window, or None: go on (no key: None). Holds the
+    key's lock until the caller's transaction ends (desk.ledger.intake.replay)."""
     if key is None:
         return None
-    intake.check_key(key)
-    await ledger.lock_idempotency_key(conn, owner_id, key)
-    found = await ledger.by_idempotency_key(conn, owner_id, key)
-    if found is None:
-        return None
-    if intake.key_expired(found, rt.clock(), rt.settings.idempotency_window_seconds):
-        await ledger.forget_idempotency_key(conn, found.id or 0, key)
-        return None
-    if found.request_fingerprint != fingerprint:
-        raise IdempotencyKeyReused()
-    return found
+    window = rt.settings.idempotency_window_seconds
+    return await intake.replay(conn, owner_id, key, fingerprint, now=rt.clock(), window=window)
 
 
 @tracing.traced("taskdesk.accept")
 async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> BackgroundTask:
-    """Insert WAITING unless an active task holds the same scope (then TaskConflict).
+    """Insert WAITING unless an active task holds the same scope (then TaskConflict), by the
+    accept statement every kind uses (desk.ledger.intake.accept), with no quota.
 
-    Callers hold the team lock, so the unique index only ever catches a task that became active
-    by another path (a user's retry); if that one finished again meanwhile, insert anew."""
+    Callers hold the lock of the scope (the team's for an import, the ticket's row for a
+    reminder), so the unique index only ever catches a task that became active by another path
+    (a user's retry); if that one finished again meanwhile, insert anew."""
+    now = rt.clock()
+    quota = intake.Quota.none(now)
+    dispatched = _dispatch_now(rt, new.run_at)
     for _ in range(3):
-        existing = await ledger.active_in_scope(conn, new.kind, new.team_id, new.scope_key)
-        if existing is not None:
-            raise TaskConflict(existing)
-        task = await ledger.insert(
-            conn, new, now=rt.clock(), dispatched=_dispatch_now(rt, new.run_at)
-        )
-        if task is not None:
+        got = await intake.accept(conn, new, quota, now=now, dispatched=dispatched)
+        if task := await _settle(conn, got, quota, now, None):
             return task
     raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
 
@@ -160,7 +149,7 @@ async def _accept_export(
 
 
 async def _settle(
-    conn: PgConnection,
+    conn: PgConnection | AsyncConnection,
     got: intake.Outcome,
     quota: intake.Quota,
     now: datetime,
@@ -172,7 +161,7 @@ async def _settle(
     if got.task is not None:
         return got.task
     intake.refuse(got, quota, now, assignee)
-    existing = await intake.by_id(conn, got.conflict_id) if got.conflict_id else None
+    existing = await ledger.get(conn, got.conflict_id) if got.conflict_id else None
     if existing is not None:
         raise TaskConflict(existing)
     return None
@@ -298,10 +287,7 @@ async def cancel_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask
             raise NotFound("Task not found.")
         if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
             return task
-        if task.kind == TaskKind.REMINDER and task.ticket_id is not None:
-            # As cancel_reminder does: a bumped revision means no copy of it can ever fire.
-            await ledger.bump_reminder_revision(conn, task.ticket_id)
-        changed = await ledger.cancel(conn, task_id, now=rt.clock())
+        changed = await ledger.cancel_task(conn, task, now=rt.clock())
     return changed or task
 
 
@@ -360,20 +346,11 @@ async def open_export_result(rt: Runtime, user_id: int, task_id: int) -> ExportF
 async def _read_chunks(rt: Runtime, task_id: int, execution_id: str) -> AsyncIterator[bytes]:
     async with rt.engine.connect() as conn:
         seq = -1
-        while True:
-            row = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT seq, data FROM task_result_chunk WHERE task_id = :t AND execution_id = :e "
-                        "AND seq > :s ORDER BY seq LIMIT 1"
-                    ),
-                    {"t": task_id, "e": execution_id, "s": seq},
-                )
-            ).first()
-            if row is None:
-                return
-            seq = row.seq
-            yield bytes(row.data)
+        while (
+            chunk := await ledger_upkeep.next_chunk(conn, task_id, execution_id, seq)
+        ) is not None:
+            seq, data = chunk
+            yield data
 
 
 # --- internal kinds -------------------------------------------------------------------------

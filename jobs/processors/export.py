@@ -170,7 +170,7 @@ async def process(ex: Execution) -> None:
     now = rt.clock()
     said = exports.summary(rows)
     async with rt.engine.begin() as conn:
-        done = await ledger_run.finish(
+        done = await ledger_run.complete(
             conn,
             ex.task_id,
             ex.execution_id,

@@ -71,7 +71,7 @@ async def _commit(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
         )  # fmt: skip
-        pulse = await ledger_run.progress(
+        pulse = await ledger_run.pulse(
             conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease,
             current=upto, total=total, message=f"{upto:,} / {total:,} rows", stats=new.as_dict(),
         )  # fmt: skip
@@ -100,7 +100,7 @@ async def process(ex: Execution) -> None:
     total = max(total, batches.upto)
     said = counts.summary()
     async with ex.rt.engine.begin() as conn:
-        finished = await ledger_run.finish(
+        finished = await ledger_run.complete(
             conn, ex.task_id, ex.execution_id, now=ex.rt.clock(), summary=said.text,
             summary_key=said.key, summary_params=said.params,
             current=total, message=f"{total:,} / {total:,} rows", stats=counts.as_dict(),

@@ -26,10 +26,8 @@ async def complete_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]
     done = await retrying(
         lambda: ledger_upkeep.complete_many(
             rt.pg,
-            [(t.id, eid) for t, eid in claimed],
+            [ledger_upkeep.Ending(t.id, eid, "Done.", False, "noop.done") for t, eid in claimed],
             now=rt.clock(),
-            summary="Done.",
-            summary_key="noop.done",
         )
     )
     return {t.id for t in done}

@@ -31,7 +31,7 @@ async def fire_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
             for task, eid in claimed
             for f in [firings.get(task.id or 0, missing)]
         ]
-        done = await ledger_upkeep.finish_many(conn, endings, now=rt.clock())
+        done = await ledger_upkeep.complete_many(conn, endings, now=rt.clock())
         rows = [
             (user, task.team_id, task.id or 0, "REMINDER", f.text, f.link)
             for task in done

@@ -47,24 +47,24 @@ async def test_progress_and_finish_are_fenced_by_execution_id(rt, world, clock):
     await _claim(rt, task)
     clock.advance(5)
     async with rt.engine.begin() as conn:
-        pulse = await ledger_run.progress(
+        pulse = await ledger_run.pulse(
             conn, task.id, "e1", now=clock(), lease=LEASE, current=5, total=10, message="5 / 10"
         )
         assert pulse.alive and not pulse.cancel_requested
         assert not (
-            await ledger_run.progress(conn, task.id, "stale", now=clock(), lease=LEASE, current=9)
+            await ledger_run.pulse(conn, task.id, "stale", now=clock(), lease=LEASE, current=9)
         ).alive
-        assert await ledger_run.finish(conn, task.id, "stale", now=clock(), summary="no") is None
+        assert await ledger_run.complete(conn, task.id, "stale", now=clock(), summary="no") is None
     row = await _get(rt, task.id)
     assert (row.progress, row.progress_current, row.progress_message) == (0.5, 5, "5 / 10")
     assert row.lease_until == clock() + LEASE
     async with rt.engine.begin() as conn:
-        done = await ledger_run.finish(conn, task.id, "e1", now=clock(), summary="ok")
+        done = await ledger_run.complete(conn, task.id, "e1", now=clock(), summary="ok")
     assert done.status == "COMPLETED" and done.finished_at == clock() and done.progress == 1
     async with rt.engine.begin() as conn:
-        other = await ledger_run.finish(conn, task.id, "e2", now=clock(), summary="other")
+        other = await ledger_run.complete(conn, task.id, "e2", now=clock(), summary="other")
         assert other is None, "another execution may not finish it"
-        repeat = await ledger_run.finish(conn, task.id, "e1", now=clock(), summary="again")
+        repeat = await ledger_run.complete(conn, task.id, "e1", now=clock(), summary="again")
         assert repeat is not None and repeat.result_summary == "ok", "a repeat changes nothing"
         assert await ledger.cancel(conn, task.id, now=clock()) is None
     assert (
@@ -117,7 +117,7 @@ async def test_cancel_waiting_at_once_running_on_request(rt, world, clock):
     async with rt.engine.begin() as conn:
         r = await ledger.cancel(conn, running.id, now=clock())
         assert r.status == "RUNNING" and r.cancel_requested
-        pulse = await ledger_run.progress(conn, running.id, "e1", now=clock(), lease=LEASE)
+        pulse = await ledger_run.pulse(conn, running.id, "e1", now=clock(), lease=LEASE)
         assert pulse.alive and pulse.cancel_requested
     acked = await ledger_run.ack_cancel(rt.pg, running.id, "e1", now=clock())
     assert acked.status == "CANCELLED"
@@ -140,7 +140,7 @@ async def test_rescue_rearms_expired_lease_or_fails_when_out_of_attempts(rt, wor
     assert "stopped responding" in rescued[a.id].last_error
     assert rescued[b.id].status == "FAILED"
     async with rt.engine.begin() as conn:
-        assert await ledger_run.finish(conn, a.id, "ea", now=clock(), summary="late") is None, (
+        assert await ledger_run.complete(conn, a.id, "ea", now=clock(), summary="late") is None, (
             "the lost execution may not commit"
         )
 

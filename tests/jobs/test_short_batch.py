@@ -87,9 +87,8 @@ async def test_a_row_whose_fence_is_gone_is_not_completed(rt, world, clock):
     assert {(r.status, r.run) for r in again} == {("WAITING", 2)}
     claimed = await claim_batch(rt, batch[0].id, 2, limit=100)
     assert len(claimed) == 3 and {t.attempts for t, _ in claimed} == {2}
-    done = await ledger_upkeep.complete_many(
-        rt.pg, [(t.id, eid) for t, eid in lost + claimed], now=clock(), summary="x", summary_key="x"
-    )
+    endings = [ledger_upkeep.Ending(t.id, eid, "x", False, "x") for t, eid in lost + claimed]
+    done = await ledger_upkeep.complete_many(rt.pg, endings, now=clock())
     assert {t.execution_id for t in done} == {eid for _, eid in claimed}, "only the live fences"
 
 
