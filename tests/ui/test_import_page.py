@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from desk.imports import service as imports
+from desk.reads import tasks as reads
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
@@ -41,7 +42,7 @@ async def uploads(rt) -> int:
 
 
 async def import_tasks(rt, world) -> list:
-    page = await tasks.list_tasks(rt, world.admin, world.team, kind="IMPORT")
+    page = await reads.list_tasks(rt.pg, world.admin, world.team, kind="IMPORT")
     return page.items
 
 
