@@ -45,7 +45,8 @@ class Row(TaskRow):
 
 
 # The columns every statement here returns, as `Row` names them (checked against the table).
-COLUMNS = ", ".join(columns_of(Row))
+FIELDS = columns_of(Row)
+COLUMNS = ", ".join(FIELDS)
 
 
 def _row(found: list[dict[str, Any]]) -> Row | None:

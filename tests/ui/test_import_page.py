@@ -42,8 +42,9 @@ async def uploads(rt) -> int:
 
 
 async def import_tasks(rt, world) -> list:
+    """The ledger's rows (with their round) of the imports the list shows."""
     page = await reads.list_tasks(rt.pg, world.admin, world.team, kind="IMPORT")
-    return page.items
+    return [await tasks.get_task(rt, world.admin, t.id) for t in page.items]
 
 
 def row_html(html: str, task_id: int) -> str:
