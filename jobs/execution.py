@@ -54,7 +54,7 @@ class Execution:
         """The row as an ORM object, built on first use (for helpers that take one: exports,
         imports); the NOOP and reminder paths read `row` and never pay for it."""
         if self._task is None:
-            self._task = BackgroundTask(**{n: getattr(self.row, n) for n in Row.__slots__})
+            self._task = BackgroundTask(**{n: getattr(self.row, n) for n in ledger_run.FIELDS})
         return self._task
 
     @property

@@ -223,8 +223,8 @@ class TaskQuery:
             return _empty()
         try:
             async with ctx.slot():
-                page = await tasks.list_tasks(
-                    ctx.rt,
+                page = await reads.list_tasks(
+                    ctx.rt.pg,
                     user_id,
                     team,
                     kind=kind.value if kind else None,

@@ -20,11 +20,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
-from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.models import TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.imports import service as imports
 from desk.people import members
-from desk.work import exports, tasks
+from desk.reads import tasks as reads
+from desk.reads.tasks import TaskRow
+from desk.work import exports
 from ui import task_lists
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
@@ -141,12 +143,12 @@ async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, str, s
         await form.close()
 
 
-async def _active_import(rt: Runtime, user_id: int, team_id: int) -> BackgroundTask | None:
+async def _active_import(rt: Runtime, user_id: int, team_id: int) -> TaskRow | None:
     """The team's queued or running import, if any: follow it instead of storing another file.
     (Only a shortcut: `start_import`'s conflict is what guarantees one per team.)"""
     for status in (TaskStatus.RUNNING, TaskStatus.WAITING):
-        page = await tasks.list_tasks(
-            rt, user_id, team_id, kind=TaskKind.IMPORT, status=status, first=1
+        page = await reads.list_tasks(
+            rt.pg, user_id, team_id, kind=TaskKind.IMPORT, status=status, first=1
         )
         if page.items:
             return page.items[0]

@@ -17,7 +17,8 @@ from desk.core.errors import TaskConflict, ValidationProblem
 from desk.core.models import TaskKind, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
-from desk.work import reminders, tasks
+from desk.reads import tasks as reads
+from desk.work import reminders
 from ui import taskview
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
@@ -51,8 +52,8 @@ async def reminders_context(rt: Runtime, v: Viewer, ticket: Ticket) -> dict[str,
     """The pending reminder and the last few for this ticket, as task rows."""
     assert ticket.id is not None
     pending = await reminders.pending_reminder(rt, v.user_id, ticket.id)
-    recent = await tasks.list_tasks(
-        rt,
+    recent = await reads.list_tasks(
+        rt.pg,
         v.user_id,
         ticket.team_id,
         kind=TaskKind.REMINDER,

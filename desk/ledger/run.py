@@ -25,48 +25,27 @@ from typing import Any
 
 from desk.core import metrics, tracing
 from desk.core.pg import Pg
+from desk.core.rows import TaskRow, columns_of
 from desk.ledger.lanes import lane_of
 from desk.ledger.sends import FULL_TEAMS_PG
 from desk.ledger.sql import Db, rows
 
-COLUMNS = (
-    "id, run, kind, status, team_id, owner_id, ticket_id, scope_creator_id, attempts, "
-    "max_attempts, execution_id, filters, progress_current, stats, created_at, run_at, "
-    "started_at, finished_at, updated_at, dispatched_at, sends, last_error, result_summary, "
-    "lease_until, progress, cancel_requested"
-)
-
 
 @dataclass(frozen=True, slots=True)
-class Row:
-    """What an execution needs of its task row (the columns of `COLUMNS`)."""
+class Row(TaskRow):
+    """What an execution reads of its task row: the row people see (`TaskRow`) and the columns
+    of the execution (its round, fence, sends and the scope it was accepted in)."""
 
-    id: int
     run: int
-    kind: str
-    status: str
-    team_id: int
-    owner_id: int
-    ticket_id: int | None
     scope_creator_id: int | None
-    attempts: int
-    max_attempts: int
     execution_id: str | None
-    filters: dict[str, Any]
-    progress_current: int
-    stats: dict[str, Any]
-    created_at: datetime
-    run_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    updated_at: datetime
     dispatched_at: datetime | None
     sends: int
-    last_error: str | None
-    result_summary: str | None
-    lease_until: datetime | None
-    progress: float
-    cancel_requested: bool
+
+
+# The columns every statement here returns, as `Row` names them (checked against the table).
+FIELDS = columns_of(Row)
+COLUMNS = ", ".join(FIELDS)
 
 
 def _row(found: list[dict[str, Any]]) -> Row | None:

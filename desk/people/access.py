@@ -1,12 +1,18 @@
-"""Who may see and do what (docs/architecture.md, "Visibility").
+"""Who may see and do what (docs/architecture.md, "Visibility"). Membership is read from the
+database on every call.
 
-Membership is read from the database on every call."""
+Who may see a task is written once, as data: `TASK_REACH`, role and kind -> whose tasks. Both forms
+the code needs are made from it — `can_see_task`, the predicate for a task already read, and
+`task_visibility_sql`, the same rule as a SQL condition for lists that must filter before their
+LIMIT — so the two cannot disagree (tests/desk/test_reads.py walks the whole matrix)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import sqlalchemy as sa
+from psycopg import sql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.errors import NotAllowed, NotFound
@@ -63,24 +69,79 @@ def can_see_ticket(member: Member, creator_id: int) -> bool:
     return member.is_staff or creator_id == member.user_id
 
 
+class Reach(Enum):
+    """Whose tasks of a kind a role sees."""
+
+    ALL = "all"  # every task of the kind in the team
+    OWN = "own"  # only the ones the reader owns
+    NONE = "none"
+
+
+# The rule: exports (and their files) are their owner's alone; reminders are staff work; an
+# admin sees every import of the team, staff their own; a test task is its owner's.
+TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
+    Role.ADMIN: {
+        TaskKind.EXPORT: Reach.OWN,
+        TaskKind.REMINDER: Reach.ALL,
+        TaskKind.IMPORT: Reach.ALL,
+        TaskKind.NOOP: Reach.OWN,
+    },
+    Role.STAFF: {
+        TaskKind.EXPORT: Reach.OWN,
+        TaskKind.REMINDER: Reach.ALL,
+        TaskKind.IMPORT: Reach.OWN,
+        TaskKind.NOOP: Reach.OWN,
+    },
+    Role.CUSTOMER: {
+        TaskKind.EXPORT: Reach.OWN,
+        TaskKind.REMINDER: Reach.NONE,
+        TaskKind.IMPORT: Reach.NONE,
+        TaskKind.NOOP: Reach.OWN,
+    },
+}
+# The rule as two sets of (role, kind): one look-up per row on the hot paths.
+_SEES_ALL = frozenset(
+    (r, k) for r, ks in TASK_REACH.items() for k, v in ks.items() if v is Reach.ALL
+)
+_SEES_OWN = frozenset(
+    (r, k) for r, ks in TASK_REACH.items() for k, v in ks.items() if v is Reach.OWN
+)
+
+
 def can_see_task(member: Member, kind: str, owner_id: int) -> bool:
-    """Exports (and their files) are their owner's alone; reminders and imports are staff work."""
-    if kind == TaskKind.EXPORT:
-        return owner_id == member.user_id
-    if kind == TaskKind.REMINDER:
-        return member.is_staff
-    if kind == TaskKind.IMPORT:
-        return member.is_admin or (member.is_staff and owner_id == member.user_id)
-    return owner_id == member.user_id
+    """`TASK_REACH` for a task already read (a kind outside TaskKind is seen by nobody)."""
+    if (member.role, kind) in _SEES_ALL:
+        return True
+    return owner_id == member.user_id and (member.role, kind) in _SEES_OWN
 
 
-def task_visibility_sql(member: Member) -> tuple[str, dict[str, object]]:
-    """The same rule as `can_see_task`, as a WHERE fragment for lists."""
-    if member.is_admin:
-        return "(kind IN ('REMINDER', 'IMPORT') OR owner_id = :me)", {"me": member.user_id}
-    if member.is_staff:
-        return (
-            "(kind = 'REMINDER' OR owner_id = :me)",
-            {"me": member.user_id},
+def _kinds(role: Role, reach: Reach) -> sql.Composable:
+    return sql.SQL(", ").join(
+        sql.Literal(str(k)) for k, v in TASK_REACH[role].items() if v is reach
+    )
+
+
+def _role_condition(
+    role: Role, kind: sql.Composable, owner: sql.Composable, reader: sql.Composable
+) -> sql.Composable:
+    parts: list[sql.Composable] = []
+    if any(v is Reach.ALL for v in TASK_REACH[role].values()):
+        parts.append(sql.SQL("{} IN ({})").format(kind, _kinds(role, Reach.ALL)))
+    if any(v is Reach.OWN for v in TASK_REACH[role].values()):
+        own = sql.SQL("({} IN ({}) AND {} = {})")
+        parts.append(own.format(kind, _kinds(role, Reach.OWN), owner, reader))
+    return sql.SQL(" OR ").join(parts) if parts else sql.SQL("false")
+
+
+def task_visibility_sql(
+    role: sql.Composable, kind: sql.Composable, owner: sql.Composable, reader: sql.Composable
+) -> sql.Composable:
+    """`TASK_REACH` as a SQL condition over the reader's `role` (a membership's role column:
+    NULL, not a member, sees nothing), the task's `kind` and `owner`, and the `reader`'s id."""
+    whens = sql.SQL(" ").join(
+        sql.SQL("WHEN {} THEN {}").format(
+            sql.Literal(str(r)), _role_condition(r, kind, owner, reader)
         )
-    return "(kind IN ('EXPORT', 'NOOP') AND owner_id = :me)", {"me": member.user_id}
+        for r in TASK_REACH
+    )
+    return sql.SQL("CASE {} {} ELSE false END").format(role, whens)

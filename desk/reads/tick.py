@@ -1,79 +1,81 @@
-"""The page watcher's tick in ONE statement (issue 11): who is asking, their unread count, every
-watched row as they may see it, and the list's "anything newer than N visible to me?".
+"""The page watcher's tick in ONE statement (docs/architecture.md, "Polling"): who is asking,
+their unread count, every watched row as they may see it, and the list's "anything newer than N
+visible to me?".
 
 A tick used to be four round trips (the session with the bell's count, the rows' versions, the
 changed rows, the list check); on a saturated web process their driver work was ~45 % of its
-samples. Here they are the branches of one statement, built from the same SQL pieces as
-`desk.reads.tasks` (`_TASK_SQL` for a row, `_list_sql` for the list, the session's and the bell's
-columns), so a row, a list and a session cannot read differently here than there:
+samples. Here they are the branches of one statement, composed with `psycopg.sql` from the
+builders `desk.reads.tasks` exports for this (`list_sql` for the list, `title_sql` and
+`PAUSED_SQL` for a row's extras, the session's and the bell's columns) with the session's user
+as the reader, so a row, a list and a session cannot read differently here than there:
 
-    SELECT <session, person, unread[, teams]> FROM web_session … (one row, or none: signed out)
+    SELECT <session, person, unread, list team[, teams]> FROM web_session … (one row, or none)
     LEFT JOIN LATERAL (  1, the watched rows, each as `reads.task` reads it
                        UNION ALL
                          2, the list's rows newer than N, as `reads.list_tasks` reads them ) x
 
-The caller (ui.watch) tells changed rows from unchanged ones with the versions it computes from
-the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every part to the
-answers of the separate reads, for each role.
+Every result row is `HEAD` then `BRANCH`: positions are worked out from those names, never
+counted by hand. The caller (ui.watch) tells changed rows from unchanged ones with the versions
+it computes from the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every
+part to the answers of the separate reads, for each role.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from datetime import datetime
 from functools import cache
 from operator import itemgetter
 from typing import Any
 
+from psycopg import sql
+
 from desk.core.models import Role, TaskKind
 from desk.core.pg import Pg
+from desk.core.rows import TASK_COLUMNS, TaskRow
+from desk.ledger.rules import TaskLike
 from desk.people import access, sessions
 from desk.reads import tasks as reads
-from desk.reads.tasks import TASK_COLUMNS, Person, TaskHit, TaskPage, TaskRow, TeamRef
+from desk.reads.tasks import Person, TaskHit, TaskPage, TeamRef
 
+READER = sql.SQL("v.id")  # the session's user, in the statement's `v`
+# The session's row, first in every result row; "teams" (as JSON text) only when asked.
+HEAD = ("csrf", *reads.PERSON_COLUMNS, "unread", "list_team")
+# A branch's row after the head: which branch, the task, its extras, the reader's role and
+# whether the row was read whole (`_WATCHED`).
+BRANCH = ("part", *TASK_COLUMNS, "ticket_title", "paused", "member_role", "whole")
+_H = {c: i for i, c in enumerate(HEAD)}
+_PERSON = slice(_H[reads.PERSON_COLUMNS[0]], _H[reads.PERSON_COLUMNS[-1]] + 1)
 _N = len(TASK_COLUMNS)
-# The session's columns as in `reads.viewer`, then the unread count and the list's team.
-_HEAD = 8
+_AT = {c: i for i, c in enumerate(BRANCH[1:])}  # in a branch's row without its `part`
+_TITLE, _PAUSED, _ROLE, _WHOLE = (
+    _AT[c] for c in ("ticket_title", "paused", "member_role", "whole")
+)
+_KIND, _OWNER, _TEAM, _UPDATED = (_AT[c] for c in ("kind", "owner_id", "team_id", "updated_at"))
+# The list branch's rows start as `reads.list_sql`'s do: `reads.page_of` reads them as they are.
+assert BRANCH[1 : 1 + len(reads.LIST_ROW)] == reads.LIST_ROW
+
 # The user's first team by name: the team a page works in when no team cookie says one
-# (ui.viewer._choose_team picks the first of `reads._TEAMS_SQL`'s list, ordered by name).
-_FIRST_TEAM_SQL = (
+# (ui.viewer._choose_team picks the first of `reads.TEAMS_SQL`'s list, ordered by name).
+_FIRST_TEAM_SQL = sql.SQL(
     "(SELECT mm.team_id FROM membership mm JOIN team tm ON tm.id = mm.team_id "
     "WHERE mm.user_id = u.id ORDER BY tm.name LIMIT 1)"
 )
-_AT = {c: i for i, c in enumerate(TASK_COLUMNS)}
-# After a branch's task columns: the reminder's ticket title, the paused lanes (as in
-# `reads._TASK_SQL` and `reads._list_sql`), then the reader's role and whether read whole.
-_TITLE, _PAUSED, _ROLE, _WHOLE = _N, _N + 1, _N + 2, _N + 3
 
-
-# What `task_rules.status_label` reads, in `State`'s order (one C call per row).
-_STATE = itemgetter(
-    *(
-        _AT[c]
-        for c in (
-        "kind", "status", "owner_id", "cancel_requested", "result_bytes", "expires_at",
-        "attempts", "run_at", "result_skipped", "lease_until",
-        )
-    )
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class State:
-    """The fields `task_rules.status_label` reads (a TaskLike), from a watched row."""
-
-    kind: str
-    status: str
-    owner_id: int
-    cancel_requested: bool
-    result_bytes: int | None
-    expires_at: datetime | None
-    attempts: int
-    run_at: datetime
-    result_skipped: bool
-    lease_until: datetime | None
+# What `task_rules.status_label` reads (the properties of `TaskLike`), as a projection of
+# `TaskRow`: its fields, in its order, with its types.
+LABEL_FIELDS = tuple(n for n, v in vars(TaskLike).items() if isinstance(v, property))
+State: type[Any] = make_dataclass(
+    "State",
+    [(f.name, f.type) for f in fields(TaskRow) if f.name in LABEL_FIELDS],
+    frozen=True,
+    slots=True,
+)
+State.__module__ = __name__
+State.__doc__ = "The fields `task_rules.status_label` reads (a TaskLike), from a watched row."
+_STATE = itemgetter(*(_AT[f.name] for f in fields(State)))  # one C call per row
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +83,10 @@ class Row:
     """A watched row the reader may see: what its version is made of, and — when `whole` —
     the whole row (otherwise the page's copy was of this very `updated_at`: see `known`)."""
 
-    state: State
+    state: TaskLike
     updated_at: datetime
     paused_lanes: frozenset[str]
-    data: tuple[Any, ...]  # the task columns (NULL but the light ones unless whole), then _TITLE…
+    data: tuple[Any, ...]  # a `BRANCH` row without its part (NULL but the light ones unless whole)
     reader: int
     whole: bool
 
@@ -96,7 +98,6 @@ class Row:
         return TaskHit(TaskRow(*self.data[:_N]), self.data[_TITLE], self.paused_lanes)
 
 
-_KIND, _OWNER, _TEAM, _UPDATED = (_AT[c] for c in ("kind", "owner_id", "team_id", "updated_at"))
 _ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row of every tick
 
 
@@ -118,40 +119,47 @@ def _row(data: Sequence[Any], reader: int) -> Row | None:
 # not change, and reading (and decoding the JSON of) every column of 60 rows cost more than the
 # three statements this one replaced. Kept under psycopg's 4,096-byte limit for caching a
 # statement's parsing (MAX_CACHED_STATEMENT_LENGTH): above it every execute parses it again.
-_LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *State.__slots__}
+_LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *LABEL_FIELDS}
 
 
-def _watched_column(name: str) -> str:
+def _watched_column(name: str) -> sql.Composable:
     if name in _LIGHT:
-        return f"t.{name}"
-    return f"CASE WHEN f.w THEN t.{name} END"
+        return sql.SQL(f"t.{name}")
+    return sql.SQL(f"CASE WHEN f.w THEN t.{name} END")
 
 
-# `reads._TASK_SQL` for each watched id, the session's user as the reader, then whether the row
-# was read whole: not when the page's copy is known to be of this `updated_at` (µs, as
-# ui.polling's versions count it) and none of the times its label turns on passed since that
-# copy was made (Scheduled → Queued a few seconds before `run_at`, so any of the 10 s before
-# it; Running → Worker lost at `lease_until`; Completed → Expired at `expires_at`). A row read
-# light whose version moved all the same is read again by the caller: correct, one more trip.
-_CROSSED = (
+# `reads.task_sql` for each watched id, the session's user as the reader, in `BRANCH`'s order,
+# then whether the row was read whole: not when the page's copy is known to be of this
+# `updated_at` (µs, as ui.polling's versions count it) and none of the times its label turns on
+# passed since that copy was made (Scheduled → Queued a few seconds before `run_at`, so any of
+# the 10 s before it; Running → Worker lost at `lease_until`; Completed → Expired at
+# `expires_at`). A row read light whose version moved all the same is read again by the caller:
+# correct, one more trip.
+_CROSSED = sql.SQL(
     "(t.run_at - interval '10 seconds' <= %(now)s AND t.run_at > w.made) "
     "OR (t.lease_until <= %(now)s AND t.lease_until > w.made) "
     "OR (t.expires_at <= %(now)s AND t.expires_at > w.made)"
 )
-_WATCHED_SQL = (
-    f"SELECT {', '.join(map(_watched_column, TASK_COLUMNS))}, "
-    f"CASE WHEN f.w AND t.kind = 'REMINDER' THEN {reads._TITLE_SQL} END AS ticket_title, "
-    f"CASE WHEN t.status = 'WAITING' THEN {reads._PAUSED_SQL} END AS paused, "
+_WATCHED = sql.SQL(
+    "SELECT {cols}, "
+    "CASE WHEN f.w AND t.kind = 'REMINDER' THEN {title} END AS ticket_title, "
+    "CASE WHEN t.status = 'WAITING' THEN {paused} END AS paused, "
     "m.role AS member_role, f.w "
     # The arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
     "FROM (SELECT i.id, i.known, to_timestamp(i.made / 1000000.0) - interval '1 second' AS made "
     "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[], %(made)s::bigint[]) i(id, known, made)) w "
     "JOIN background_task t ON t.id = w.id "
-    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
+    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = {u} "
     "CROSS JOIN LATERAL (SELECT w.known IS NULL "
     "OR (extract(epoch FROM t.updated_at) * 1000000)::bigint <> w.known "
-    f"OR coalesce({_CROSSED}, false) AS w) f"
-).replace("%(u)s", "v.uid")
+    "OR coalesce({crossed}, false) AS w) f"
+).format(
+    cols=sql.SQL(", ").join(map(_watched_column, TASK_COLUMNS)),
+    title=reads.title_sql(READER),
+    paused=reads.PAUSED_SQL,
+    u=READER,
+    crossed=_CROSSED,
+)
 
 
 def _array(values: Sequence[int | None]) -> str:
@@ -178,44 +186,37 @@ class Tick:
     list_team: int | None  # the team the list was read for
 
 
-def _list_branch(kind: bool) -> str:
-    """`reads.list_tasks`'s statement with the session's user and the list's team; its
+def _list_branch(kind: bool) -> sql.Composable:
+    """`reads.list_sql` with the session's user and the list's team, in `BRANCH`'s order; its
     member-without-rows row (all NULL) stays: it says "a member, nothing newer"."""
-    clauses = ["t.id > %(newer)s"] + (["t.kind = %(kind)s"] if kind else [])
-    inner = reads._list_sql(clauses, exists=False)
-    inner = inner.replace("%(u)s", "v.uid").replace("%(team)s", "v.list_team")
-    return f"SELECT 2, y.*, NULL::text, true FROM ({inner}) y"
+    filters = ("kind", "newer") if kind else ("newer",)
+    inner = reads.list_sql(READER, sql.SQL("v.list_team"), filters, exists=False)
+    # `y.*` is `reads.LIST_ROW` (spelt out, the statement would pass psycopg's caching limit).
+    return sql.SQL("SELECT 2, y.*, NULL::text, true FROM ({}) y").format(inner)
 
 
 @cache
 def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
-    head = "s.csrf, u.id AS uid, u.email, u.display_name, u.locale, u.timezone, "
-    head += f"{reads._UNREAD_SQL} AS unread, "
-    head += f"coalesce(%(team)s::bigint, {_FIRST_TEAM_SQL}) AS list_team"
+    head = [
+        sql.SQL("s.csrf"),
+        reads.person_columns(),
+        sql.SQL("{} AS unread").format(reads.UNREAD_SQL),
+        sql.SQL("coalesce(%(team)s::bigint, {}) AS list_team").format(_FIRST_TEAM_SQL),
+    ]
     # As text: the head is repeated on every row, and only the first row's is decoded.
-    head += f", {reads._TEAMS_SQL}::text AS teams" if with_teams else ""
-    branches = f"SELECT 1 AS part, r.* FROM ({_WATCHED_SQL}) r"
+    head += [sql.SQL("{}::text AS teams").format(reads.TEAMS_SQL)] if with_teams else []
+    branches = sql.SQL("SELECT 1 AS part, r.* FROM ({}) r").format(_WATCHED)
     if with_list:
-        branches += f" UNION ALL {_list_branch(with_kind)}"
+        branches = sql.SQL("{} UNION ALL {}").format(branches, _list_branch(with_kind))
     # MATERIALIZED: the session's row (with its subqueries) is worked out once, not once for
     # every row it is joined to.
-    return (
-        f"WITH v AS MATERIALIZED (SELECT {head} FROM web_session s "
-        "JOIN app_user u ON u.id = s.user_id "
-        "WHERE s.id = %(sid)s AND s.revoked_at IS NULL AND s.expires_at > %(now)s) "
-        f"SELECT v.*, x.* FROM v LEFT JOIN LATERAL ({branches}) x ON true"
+    return reads.render(
+        sql.SQL(
+            "WITH v AS MATERIALIZED (SELECT {head} FROM web_session s "
+            "JOIN app_user u ON u.id = s.user_id WHERE {live}) "
+            "SELECT v.*, x.* FROM v LEFT JOIN LATERAL ({branches}) x ON true"
+        ).format(head=sql.SQL(", ").join(head), live=reads.SESSION_LIVE, branches=branches)
     )
-
-
-def _page(rows: list[Sequence[Any]], first: int) -> TaskPage:
-    """`reads.list_tasks`'s page from the list branch's rows (task columns, role, title,
-    paused), in its order: newest first."""
-    rows = sorted((r for r in rows if r[0] is not None), key=lambda r: -r[0])
-    items = [TaskRow(*r[:_N]) for r in rows[:first]]
-    titles = {r[_AT["ticket_id"]]: r[_TITLE] for r in rows if r[_TITLE] is not None}
-    paused = frozenset(rows[0][_PAUSED] or ()) if rows else frozenset()
-    cursor = str(items[-1].id) if items else None
-    return TaskPage(items, cursor, len(rows) > first, titles, paused)
 
 
 async def tick(
@@ -257,12 +258,12 @@ async def tick(
     if not found:
         return None
     head = found[0]
-    person = Person(*head[1:6])
+    person = Person(*head[_PERSON])
     team_list = None
     if teams:
-        team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in json.loads(head[_HEAD])]
-    at = _HEAD + (1 if teams else 0)
-    session = reads.SessionView(person, head[0], team_list, None, int(head[6]))
+        team_list = [TeamRef(t[0], t[1], Role(t[2])) for t in json.loads(head[len(HEAD)])]
+    at = len(HEAD) + (1 if teams else 0)  # the branch's `part`
+    session = reads.SessionView(person, head[_H["csrf"]], team_list, None, int(head[_H["unread"]]))
     rows: dict[int, Row] = {}
     listed: list[Sequence[Any]] = []
     member = False
@@ -275,5 +276,8 @@ async def tick(
         elif part == 2:
             member = True
             listed.append(task)
-    page = _page(listed, listing.first) if listing is not None and member else None
-    return Tick(session, rows, page, head[7])
+    page = None
+    if listing is not None and member:
+        listed.sort(key=lambda r: -(r[0] or 0))  # newest first, as `reads.list_tasks` reads them
+        page = reads.page_of(listed, listing.first)
+    return Tick(session, rows, page, head[_H["list_team"]])

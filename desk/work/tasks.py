@@ -21,7 +21,7 @@ from psycopg import AsyncConnection as PgConnection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk.core import inputs, tracing
+from desk.core import tracing
 from desk.core.db import retry_transient
 from desk.core.errors import (
     NotFound,
@@ -37,8 +37,6 @@ from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.rules import can_retry, export_downloadable, status_label
 from desk.people import access
-
-MAX_PAGE = 100
 
 
 async def kick(rt: Runtime, task: BackgroundTask) -> None:
@@ -214,65 +212,7 @@ async def get_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
         return task
 
 
-@dataclass
-class TaskPage:
-    items: list[BackgroundTask]
-    end_cursor: str | None
-    has_next: bool
-
-
-async def list_tasks(
-    rt: Runtime,
-    user_id: int,
-    team_id: int,
-    *,
-    kind: str | None = None,
-    status: str | None = None,
-    first: int = 50,
-    after: str | None = None,
-    newer_than: int | None = None,
-    ticket_id: int | None = None,
-) -> TaskPage:
-    """Newest first. `after` is the cursor of the previous page; `newer_than` a task id (the
-    cheap "anything new since the newest row I show?" check)."""
-    if not 1 <= first <= MAX_PAGE:
-        raise ValidationProblem("first", f"between 1 and {MAX_PAGE}")
-    async with rt.engine.connect() as conn:
-        member = await access.require_member(conn, user_id, team_id)
-        where, params = access.task_visibility_sql(member)
-        clauses = ["team_id = :team", where]
-        params |= {"team": team_id, "lim": first + 1}
-        if kind:
-            if kind not in {k.value for k in TaskKind}:
-                raise ValidationProblem("kind", "unknown task kind")
-            clauses.append("kind = :kind")
-            params["kind"] = kind
-        if status:
-            if status not in {s.value for s in TaskStatus}:
-                raise ValidationProblem("status", "unknown status")
-            clauses.append("status = :status")
-            params["status"] = status
-        if after:
-            before = inputs.optional_id(inputs.cursor("after", after))
-            if before is None:
-                raise ValidationProblem("after", "not a cursor this list gave out")
-            clauses.append("id < :after")
-            params["after"] = before
-        if newer_than is not None:
-            clauses.append("id > :newer")
-            params["newer"] = newer_than
-        if ticket_id is not None:
-            clauses.append("ticket_id = :ticket")
-            params["ticket"] = ticket_id
-        rows = await conn.execute(
-            sa.text(
-                f"SELECT * FROM background_task WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT :lim"
-            ),
-            params,
-        )
-        items = [BackgroundTask(**r._mapping) for r in rows]
-    page = items[:first]
-    return TaskPage(page, str(page[-1].id) if page else None, len(items) > first)
+# A team's tasks are listed by `desk.reads.tasks.list_tasks`: one read for every face.
 
 
 # --- cancel and retry -----------------------------------------------------------------------

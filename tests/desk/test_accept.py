@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 
 from desk.core.errors import NotFound, QuotaExceeded, TaskConflict, ValidationProblem
+from desk.reads import tasks as reads
 from desk.work import tasks
 
 
@@ -31,7 +32,7 @@ async def test_bad_filters_name_the_field_and_write_nothing(rt, world, filters, 
     with pytest.raises(ValidationProblem) as err:
         await tasks.create_export(rt, world.staff, world.team, filters)
     assert err.value.field == field
-    page = await tasks.list_tasks(rt, world.staff, world.team)
+    page = await reads.list_tasks(rt.pg, world.staff, world.team)
     assert page.items == []
 
 
@@ -120,21 +121,23 @@ async def test_visibility_of_exports_and_reminders(rt, world):
     for refused in (world.customer, world.outsider):
         with pytest.raises(NotFound):
             await tasks.get_task(rt, refused, reminder.id)
-    staff_list = {t.id for t in (await tasks.list_tasks(rt, world.staff, world.team)).items}
+    staff_list = {t.id for t in (await reads.list_tasks(rt.pg, world.staff, world.team)).items}
     assert staff_list == {reminder.id}
-    customer_list = {t.id for t in (await tasks.list_tasks(rt, world.customer, world.team)).items}
+    customer_list = {
+        t.id for t in (await reads.list_tasks(rt.pg, world.customer, world.team)).items
+    }
     assert customer_list == {export.id}
     with pytest.raises(NotFound):
-        await tasks.list_tasks(rt, world.outsider, world.team)
+        await reads.list_tasks(rt.pg, world.outsider, world.team)
 
 
 async def test_list_is_newest_first_with_cursor_and_newer_than(rt, world):
     made = [await tasks.submit_noop(rt, world.staff, world.team) for _ in range(5)]
-    page = await tasks.list_tasks(rt, world.staff, world.team, first=2)
+    page = await reads.list_tasks(rt.pg, world.staff, world.team, first=2)
     assert [t.id for t in page.items] == [made[4].id, made[3].id] and page.has_next
-    page2 = await tasks.list_tasks(rt, world.staff, world.team, first=2, after=page.end_cursor)
+    page2 = await reads.list_tasks(rt.pg, world.staff, world.team, first=2, after=page.end_cursor)
     assert [t.id for t in page2.items] == [made[2].id, made[1].id]
-    newer = await tasks.list_tasks(rt, world.staff, world.team, newer_than=made[3].id)
+    newer = await reads.list_tasks(rt.pg, world.staff, world.team, newer_than=made[3].id)
     assert [t.id for t in newer.items] == [made[4].id]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from desk.core.clock import utcnow
-from desk.work import reminders, tasks
+from desk.reads import tasks as reads
+from desk.work import reminders
 from tests.helpers import running_workers, wait_for
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 
@@ -111,7 +112,7 @@ async def test_double_click_export_makes_one_task(site, rt, world, tmp_path) -> 
             "Already exporting — following the existing task"
         )
         await expect(page.locator("#tasks .task")).to_have_count(1)
-    assert len((await tasks.list_tasks(rt, world.staff, world.team)).items) == 1
+    assert len((await reads.list_tasks(rt.pg, world.staff, world.team)).items) == 1
 
 
 async def test_reminder_reaches_the_assignee_without_reload(

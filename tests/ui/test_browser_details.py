@@ -14,6 +14,7 @@ from desk.core.clock import utcnow
 from desk.core.messages import message
 from desk.helpdesk import notifications
 from desk.imports import service as imports
+from desk.reads import tasks as reads
 from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
@@ -33,7 +34,7 @@ async def site(rt, world, settings, tmp_path):
 
 
 async def _finished_exports(rt, world) -> int:
-    page = await tasks.list_tasks(rt, world.staff, world.team, kind="EXPORT")
+    page = await reads.list_tasks(rt.pg, world.staff, world.team, kind="EXPORT")
     return sum(1 for t in page.items if t.status == "COMPLETED")
 
 
@@ -71,7 +72,7 @@ async def test_double_click_is_one_export_even_when_the_first_finishes_first(
         await page.unroute("**/exports")
     assert disabled_while_posting == [True]
     assert "idempotency_key=" in sent[0]
-    listed = await tasks.list_tasks(rt, world.staff, world.team, kind="EXPORT")
+    listed = await reads.list_tasks(rt.pg, world.staff, world.team, kind="EXPORT")
     assert len(listed.items) == 1, f"{len(sent)} posts made {len(listed.items)} exports"
 
 
@@ -119,7 +120,7 @@ async def test_phone_chip_shows_the_active_task_and_jumps_to_it(site, rt, world)
         await expect(chip).to_contain_text("1 active task")
         panel = page.locator("#tasks")
         assert not await panel.evaluate("e => e.getBoundingClientRect().top < innerHeight")
-        task = (await tasks.list_tasks(rt, world.staff, world.team)).items[0]
+        task = (await reads.list_tasks(rt.pg, world.staff, world.team)).items[0]
         async with rt.engine.begin() as conn:
             await conn.execute(
                 sa.text(

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from desk.imports import service as imports
+from desk.reads import tasks as reads
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
@@ -41,8 +42,9 @@ async def uploads(rt) -> int:
 
 
 async def import_tasks(rt, world) -> list:
-    page = await tasks.list_tasks(rt, world.admin, world.team, kind="IMPORT")
-    return page.items
+    """The ledger's rows (with their round) of the imports the list shows."""
+    page = await reads.list_tasks(rt.pg, world.admin, world.team, kind="IMPORT")
+    return [await tasks.get_task(rt, world.admin, t.id) for t in page.items]
 
 
 def row_html(html: str, task_id: int) -> str:

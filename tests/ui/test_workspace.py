@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from desk.helpdesk import notifications
+from desk.reads import tasks as reads
 from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
@@ -42,7 +43,7 @@ async def test_export_returns_at_once_and_attaches_on_a_second_click(page_as, wo
     page = await page_as(world.staff)
     r = await page.hx_post("/exports", {"status": "OPEN"})
     assert r.status_code == 202
-    task = (await tasks.list_tasks(rt, world.staff, world.team)).items[0]
+    task = (await reads.list_tasks(rt.pg, world.staff, world.team)).items[0]
     assert task.status == "WAITING" and task.filters == {"assignment": "anyone", "status": ["OPEN"]}
     assert f"Export #{task.id} is queued" in r.text and 'href="/tasks"' in r.text
     assert 'id="tasks" hx-swap-oob="innerHTML"' in r.text
@@ -50,7 +51,7 @@ async def test_export_returns_at_once_and_attaches_on_a_second_click(page_as, wo
     r = await page.hx_post("/exports", {"status": "OPEN"})
     assert r.status_code == 409
     assert f"Already exporting — following the existing task #{task.id}" in r.text
-    assert len((await tasks.list_tasks(rt, world.staff, world.team)).items) == 1
+    assert len((await reads.list_tasks(rt.pg, world.staff, world.team)).items) == 1
 
 
 async def test_export_quota_is_explained(page_as, world, rt) -> None:
