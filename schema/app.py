@@ -1,9 +1,11 @@
-"""`/graphql` over HTTP: a thin endpoint that runs operations through `schema.lean`.
+"""`/graphql` over HTTP: a thin endpoint that runs operations through `schema.executor`.
 
 Why not Strawberry's GraphQLRouter: on the hot status read (`task(id)`) its request handling
 (a synchronous context getter in a thread pool, dependency injection, generic content
-negotiation) cost more than the query itself (0.5x of a bare endpoint at best; a thin route
-0.64-0.70x: docs/architecture.md, "Adapters"). This endpoint does only what taskdesk needs:
+negotiation) cost more than the query itself (measured against a bare endpoint: 0.5x its
+throughput at best, a thin route 0.64-0.70x; docs/architecture.md, "Polling", says why the
+status read is the path every open page keeps asking). This endpoint does only what taskdesk
+needs:
 
 - POST with `Content-Type: application/json` only (no GET queries, no multipart, no form
   posts): a cross-site page cannot send that without a CORS preflight, which is never granted,
@@ -40,9 +42,9 @@ from schema.errors import (
     shown,
     too_large,
 )
+from schema.executor import Runner
 from schema.graphiql import page as graphiql_page
 from schema.hardening import LIMIT_RULES, PROD_RULES
-from schema.lean import Runner
 from schema.root import build_schema
 
 log = logging.getLogger("taskdesk.graphql")
@@ -167,7 +169,7 @@ def status_read(
 ) -> int | None:
     """The task id when the operation is only `task(id: …)` (the status read every open page
     polls), else None: then the caller and the task are read in one statement, not two. The
-    shape is `schema.quick.plan`'s, on the runner's cached parse of the document."""
+    shape is `schema.status_read.plan`'s, on the runner's cached parse of the document."""
     return runner.status_read(query, variables, name)
 
 

@@ -1,5 +1,5 @@
-"""Per-request GraphQL context: the runtime, who is calling, the request id, the DataLoaders and
-the per-user mutation rate limit.
+"""Per-request GraphQL context: the runtime, who is calling, the request id, the DataLoaders, the
+request's database slots and its response budget.
 
 Identification happens once per request, by the `identify` function the app hands to
 `schema.app.graphql_router` (api/auth.py: session cookie or bearer token); a bad or missing
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,15 +22,14 @@ from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from desk.core.errors import DeskError, RateLimited, Unauthenticated
+from desk.core.errors import DeskError, Unauthenticated
 from desk.core.models import BackgroundTask, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
-from desk.people import throttle
 from desk.reads import lookups
 from desk.reads import tasks as reads
 from desk.work import reminders
-from schema.errors import fail, problem, too_large
+from schema.errors import fail, too_large
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -179,34 +178,3 @@ async def build_context(
 
 def ctx_of(info: Info) -> Context:
     return info.context  # type: ignore[no-any-return]
-
-
-async def mutation_caller(info: Info) -> tuple[Context, int]:
-    """For every mutation: the caller (or UNAUTHENTICATED), counted against the per-user change
-    budget that page form posts share (desk.people.throttle; RATE_LIMITED beyond it). Redis trouble
-    lets the mutation through: triggers must keep working while Redis is down."""
-    ctx = ctx_of(info)
-    user_id = ctx.user_id
-    try:
-        await throttle.count_change(ctx.rt, user_id)
-    except RateLimited as exc:
-        fail(exc)
-    return ctx, user_id
-
-
-async def attempt(
-    info: Info,
-    action: Callable[[Context, int], Awaitable[object]],
-    allowed: tuple[type, ...],
-) -> object:
-    """Run one mutation: rate-limited caller, then `action`; expected domain failures become the
-    union member the mutation declares (anything else stays a coded GraphQL error)."""
-    ctx, user_id = await mutation_caller(info)
-    try:
-        async with ctx.slot():
-            return await action(ctx, user_id)
-    except DeskError as exc:
-        result = problem(exc, now=ctx.now(), user_id=user_id)
-        if not isinstance(result, allowed):
-            fail(exc)
-        return result

@@ -129,7 +129,7 @@ def estimate_cost(
     variables: dict[str, Any] | None,
 ) -> tuple[int, bool]:
     """(the cost, whether a variable decided it): a cost no variable decides is the same for
-    every request sending that document, so schema.lean keeps it with the parsed document."""
+    every request sending that document, so schema.executor keeps it with the parsed document."""
     root = schema.get_root_type(operation.operation)
     if root is None:
         return 0, False

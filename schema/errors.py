@@ -1,29 +1,22 @@
-"""How failures reach GraphQL clients.
+"""How request-level failures reach GraphQL clients.
 
-Expected failures of a mutation are typed union members (`NotFound`, `NotAllowed`,
-`ValidationProblem`, `TaskConflict`, `QuotaExceeded`), all implementing `Problem`.
-Request-level failures (no credentials, too many mutations, bad list arguments) are GraphQL
-errors carrying `extensions.code`. Anything else is unexpected: logged with the request id and,
-in production, masked.
+Request-level failures (no credentials, too many mutations, bad list arguments, an answer too
+large) are GraphQL errors carrying `extensions.code`. Anything else is unexpected: logged with
+the request id and, in production, masked. Expected failures of a mutation are not errors but
+typed results (`schema.problems`).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import psycopg
-import strawberry
 from graphql import GraphQLError, GraphQLSyntaxError
 from psycopg import errors as pgerr
 from sqlalchemy import exc as saexc
-from strawberry.scalars import JSON
 
 from desk.core import errors
-
-if TYPE_CHECKING:
-    from schema.tasks import Task
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -34,73 +27,6 @@ def camel(name: str) -> str:
     """desk names fields in snake_case (assignee_id); clients know them as assigneeId."""
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
-
-
-@strawberry.interface(description="An expected failure: show `message` to the person.")
-class Problem:
-    message: str
-
-
-@strawberry.type(description="Missing, or not yours to see: the two answer the same.")
-class NotFound(Problem):
-    pass
-
-
-@strawberry.type(description="You can see this, but your role does not allow the action.")
-class NotAllowed(Problem):
-    pass
-
-
-@strawberry.type(description="An argument is not acceptable; `field` names it.")
-class ValidationProblem(Problem):
-    field: str
-
-
-@strawberry.type(description="An identical task is already queued or running: follow that one.")
-class TaskConflict(Problem):
-    existing_task: Annotated[Task, strawberry.lazy("schema.tasks")]
-
-
-@strawberry.type(description="Too many exports for now; try again after `retryAfter`.")
-class QuotaExceeded(Problem):
-    retry_after: datetime
-    message_key: str | None = strawberry.field(
-        default=None,
-        description="`message` as a stable key (e.g. quota.active_exports) for translating it.",
-    )
-    message_params: dict[str, Any] = strawberry.field(
-        default_factory=dict,
-        graphql_type=JSON,
-        description="The figures `message` was written with.",
-    )
-
-
-def problem(exc: errors.DeskError, *, now: datetime, user_id: int) -> Problem:
-    """The union member for an expected domain failure."""
-    if isinstance(exc, errors.ValidationProblem):
-        return ValidationProblem(message=exc.detail, field=camel(exc.field))
-    if isinstance(exc, errors.TaskConflict):
-        from schema.tasks import Task  # the task type refers back to these problems
-
-        if exc.existing is None:  # the other task finished in between: nothing to follow
-            return ValidationProblem(message="A matching task just finished; try again.", field="")
-
-        return TaskConflict(
-            message=exc.message, existing_task=Task.from_model(exc.existing, now, user_id)
-        )
-    if isinstance(exc, errors.QuotaExceeded):
-        said = exc.text
-        return QuotaExceeded(
-            message=exc.message,
-            retry_after=exc.retry_after,
-            message_key=said.key if said else None,
-            message_params=said.params if said else {},
-        )
-    if isinstance(exc, errors.NotAllowed):
-        return NotAllowed(message=exc.message)
-    if isinstance(exc, errors.NotFound):
-        return NotFound(message=exc.message)
-    raise exc  # Unauthenticated, RateLimited: request-level, not a result
 
 
 def request_error(exc: errors.DeskError) -> GraphQLError:

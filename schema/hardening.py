@@ -1,4 +1,4 @@
-"""The GraphQL guards that `schema.lean.Runner` applies: the token limit on parsing
+"""The GraphQL guards that `schema.executor.Runner` applies: the token limit on parsing
 (MAX_TOKENS), the validation rules beyond the standard (a field repeated too often, Strawberry's
 `QueryDepthLimiter` and `MaxAliasesLimiter` rules built by their own `create_validator`s, and in
 production no introspection), and the cost budget's error (GRAPHQL_MAX_COST, `schema.cost`).

@@ -16,9 +16,10 @@ from strawberry import ID
 from desk.core.errors import NotFound
 from desk.imports import service as imports
 from desk.reads import lookups
-from schema import errors as e
-from schema.context import Context, attempt
-from schema.tasks import Task
+from schema import problems as e
+from schema.context import Context
+from schema.problems import attempt
+from schema.types import Task
 
 
 @strawberry.enum(

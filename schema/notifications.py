@@ -13,8 +13,10 @@ from desk.core.errors import ValidationProblem
 from desk.core.models import Notification as NotificationRow
 from desk.helpdesk import notifications
 from desk.reads import lookups
-from schema import errors as e
-from schema.context import Context, attempt, ctx_of
+from schema import problems as e
+from schema.context import Context, ctx_of
+from schema.errors import fail
+from schema.problems import attempt
 from schema.types import Edge, PageInfo
 
 
@@ -83,7 +85,7 @@ class NotificationQuery:
                     ctx.rt, ctx.user_id, unread_only=unread_only, first=first, after=after
                 )
         except ValidationProblem as exc:
-            e.fail(exc)
+            fail(exc)
         edges = [Edge(cursor=str(n.id), node=Notification.from_model(n)) for n in page.items]
         return NotificationConnection(
             edges=edges, page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor)

@@ -1,6 +1,7 @@
 """The assembled schema: Query and Mutation from the per-domain modules, and in production no
-field suggestions. It is run only through `schema.lean.Runner`, which applies the guards of
-`schema.hardening` (Strawberry's `schema.execute` would run without them). `schema.graphql` at
+field suggestions. It is run only through `schema.executor.Runner`, which applies the guards of
+`schema.hardening` (Strawberry's `schema.execute` would run without them) and refuses a schema
+with Strawberry extensions, which it would not run. `schema.graphql` at
 the repository root is `build_schema().as_str()` (the same in every environment)."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class DeskSchema(strawberry.Schema):
     ) -> None:
         if self.config.disable_field_suggestions:
             for error in errors:
+                self.remove_field_suggestion(error)  # what Schema.execute does before this hook
                 if " Did you mean" in error.message:
                     error.message = error.message.split(" Did you mean")[0]
         context = execution_context.context if execution_context else None

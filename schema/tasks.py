@@ -1,117 +1,27 @@
-"""Tasks over GraphQL: the `Task` type, `task(id)` (the hot status read), `tasks`, and the
-mutations that start, cancel and retry tasks (exports, reminders). Every rule lives in desk."""
+"""Tasks over GraphQL: `task(id)` (the hot status read), `tasks`, and the mutations that start,
+cancel and retry tasks (exports, reminders). The `Task` type is in `schema.types`, beside the
+types it links to; every rule lives in desk."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import strawberry
-from strawberry import ID, Private
-from strawberry.scalars import JSON
+from strawberry import ID
 
 from desk.core.clock import arrived_at
 from desk.core.errors import NotFound, ValidationProblem
-from desk.core.models import BackgroundTask, TaskKind, TaskStatus
-from desk.ledger import rules as task_rules
+from desk.core.models import TaskKind, TaskStatus
 from desk.reads import lookups
 from desk.reads import tasks as reads
-from desk.reads.tasks import TaskRow
 from desk.work import reminders, tasks
-from schema import errors as e
-from schema.context import Context, attempt, ctx_of
+from schema import problems as e
+from schema.context import Context, ctx_of
+from schema.errors import fail
+from schema.problems import attempt
 from schema.tickets import TicketFilterInput
-from schema.types import Edge, PageInfo, Team, Ticket, User
-
-
-@strawberry.type(description="One unit of background work, as recorded in the ledger.")
-class Task:
-    id: ID
-    kind: TaskKind
-    status: TaskStatus
-    status_label: str = strawberry.field(
-        description="Queued, Scheduled, Running, Worker lost (running, but its worker stopped "
-        "answering: it resumes when a worker is back), Cancelling, Retrying, Completed, Skipped, "
-        "Failed, Cancelled or Expired."
-    )
-    progress: float = strawberry.field(description="0 to 1.")
-    progress_message: str
-    attempts: int
-    max_attempts: int
-    last_error: str | None
-    note: str
-    run_at: datetime
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    result_summary: str | None = strawberry.field(
-        description="What the task did or why it was skipped, in English (a stable sentence)."
-    )
-    result_summary_key: str | None = strawberry.field(
-        description="`resultSummary` as a stable key (e.g. export.done) for translating it; "
-        "its figures are in `resultSummaryParams`."
-    )
-    result_summary_params: dict[str, Any] = strawberry.field(graphql_type=JSON)
-    expires_at: datetime | None
-    download_url: str | None = strawberry.field(
-        description="The CSV of a completed export, for its owner only, until `expiresAt`."
-    )
-    can_cancel: bool
-    can_retry: bool
-    team_id: Private[int]
-    owner_id: Private[int]
-    ticket_id: Private[int | None]
-
-    @classmethod
-    def from_model(cls, t: BackgroundTask | TaskRow, now: datetime, viewer_id: int) -> Task:
-        """`t` must be a task `viewer_id` may see (desk returned it to them)."""
-        return cls(
-            id=ID(str(t.id)),
-            kind=t.kind,  # type: ignore[arg-type]  # the enum serialises its str value
-            status=t.status,  # type: ignore[arg-type]
-            status_label=task_rules.status_label(t, now),
-            progress=t.progress,
-            progress_message=t.progress_message,
-            attempts=t.attempts,
-            max_attempts=t.max_attempts,
-            last_error=t.last_error,
-            note=t.note,
-            run_at=t.run_at,
-            created_at=t.created_at,
-            started_at=t.started_at,
-            finished_at=t.finished_at,
-            result_summary=t.result_summary,
-            result_summary_key=t.summary_key,
-            result_summary_params=t.summary_params or {},
-            expires_at=t.expires_at,
-            download_url=(
-                f"/tasks/{t.id}/download"
-                if task_rules.export_downloadable(t, viewer_id, now)
-                else None
-            ),
-            can_cancel=task_rules.can_cancel(t),
-            can_retry=task_rules.can_retry(t),
-            team_id=t.team_id,
-            owner_id=t.owner_id,
-            ticket_id=t.ticket_id,
-        )
-
-    @strawberry.field(description="The reminder's ticket (null for exports).")
-    async def ticket(self, info: strawberry.Info) -> Ticket | None:
-        if self.ticket_id is None:
-            return None
-        row = await ctx_of(info).loaders.tickets.load(self.ticket_id)
-        return Ticket.from_model(row) if row else None
-
-    @strawberry.field(description="Who started it.")
-    async def owner(self, info: strawberry.Info) -> User | None:
-        found = await ctx_of(info).loaders.users.load(self.owner_id)
-        return User.from_model(found) if found else None
-
-    @strawberry.field
-    async def team(self, info: strawberry.Info) -> Team | None:
-        view = await ctx_of(info).loaders.teams.load(self.team_id)
-        return Team.from_view(view) if view else None
+from schema.types import Edge, PageInfo, Task
 
 
 @strawberry.type
@@ -218,7 +128,7 @@ class TaskQuery:
         team = lookups.parse_id(team_id)
         newer = lookups.parse_id(newer_than) if newer_than is not None else None
         if newer_than is not None and newer is None:
-            e.fail(ValidationProblem("newer_than", "not a task id"))
+            fail(ValidationProblem("newer_than", "not a task id"))
         if team is None:
             return _empty()
         try:
@@ -236,7 +146,7 @@ class TaskQuery:
         except NotFound:
             return _empty()
         except ValidationProblem as exc:
-            e.fail(exc)
+            fail(exc)
         now = ctx.now()
         edges = [Edge(cursor=str(t.id), node=Task.from_model(t, now, user_id)) for t in page.items]
         return TaskConnection(

@@ -15,8 +15,10 @@ from desk.core.models import Priority, TicketStatus
 from desk.helpdesk import tickets
 from desk.helpdesk.filters import parse_filter
 from desk.reads import lookups
-from schema import errors as e
-from schema.context import Context, attempt, ctx_of
+from schema import problems as e
+from schema.context import Context, ctx_of
+from schema.errors import fail
+from schema.problems import attempt
 from schema.types import Ticket, TicketConnection
 
 
@@ -102,7 +104,7 @@ class TicketQuery:
         except NotFound:
             return TicketConnection.empty()
         except ValidationProblem as exc:
-            e.fail(exc)
+            fail(exc)
         ctx.spend(sum(len(t.title) + len(t.body) for t in page.items))
         return TicketConnection.from_page(page)
 

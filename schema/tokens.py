@@ -12,8 +12,9 @@ from desk.core.errors import NotAllowed, NotFound
 from desk.core.models import ApiToken as ApiTokenRow
 from desk.people import users
 from desk.reads import lookups
-from schema import errors as e
-from schema.context import Context, attempt, ctx_of
+from schema import problems as e
+from schema.context import Context, ctx_of
+from schema.problems import attempt
 
 
 @strawberry.type(description="An API token; the secret itself is never shown again.")

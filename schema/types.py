@@ -1,4 +1,4 @@
-"""GraphQL object types shared across the schema: enums, people, teams, tickets, pages.
+"""GraphQL object types shared across the schema: enums, people, teams, tickets, tasks, pages.
 
 Objects are built from desk rows by `from_model`; related objects (a ticket's team, creator,
 assignee and pending reminder, a team's members) come through the request's DataLoaders, so a
@@ -8,19 +8,19 @@ list costs one query per relation, not one per row.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import strawberry
 from strawberry import ID, Private
+from strawberry.scalars import JSON
 
-from desk.core.models import Priority, Role, TaskKind, TaskStatus, TicketStatus
+from desk.core.models import BackgroundTask, Priority, Role, TaskKind, TaskStatus, TicketStatus
 from desk.core.models import Ticket as TicketRow
 from desk.helpdesk import tickets
+from desk.ledger import rules as task_rules
 from desk.reads import lookups
+from desk.reads.tasks import TaskRow
 from schema.context import ctx_of
-
-if TYPE_CHECKING:
-    from schema.tasks import Task
 
 T = TypeVar("T")
 
@@ -131,14 +131,100 @@ class Ticket:
         return await _user(info, self.assignee_id)
 
     @strawberry.field(description="The active reminder (staff and admins; null for customers).")
-    async def pending_reminder(
-        self, info: strawberry.Info
-    ) -> Annotated[Task, strawberry.lazy("schema.tasks")] | None:
-        from schema.tasks import Task
-
+    async def pending_reminder(self, info: strawberry.Info) -> Task | None:
         ctx = ctx_of(info)
         row = await ctx.loaders.reminders.load(int(self.id))
         return Task.from_model(row, ctx.now(), ctx.user_id) if row else None
+
+
+@strawberry.type(description="One unit of background work, as recorded in the ledger.")
+class Task:
+    id: ID
+    kind: TaskKind
+    status: TaskStatus
+    status_label: str = strawberry.field(
+        description="Queued, Scheduled, Running, Worker lost (running, but its worker stopped "
+        "answering: it resumes when a worker is back), Cancelling, Retrying, Completed, Skipped, "
+        "Failed, Cancelled or Expired."
+    )
+    progress: float = strawberry.field(description="0 to 1.")
+    progress_message: str
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    note: str
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result_summary: str | None = strawberry.field(
+        description="What the task did or why it was skipped, in English (a stable sentence)."
+    )
+    result_summary_key: str | None = strawberry.field(
+        description="`resultSummary` as a stable key (e.g. export.done) for translating it; "
+        "its figures are in `resultSummaryParams`."
+    )
+    result_summary_params: dict[str, Any] = strawberry.field(graphql_type=JSON)
+    expires_at: datetime | None
+    download_url: str | None = strawberry.field(
+        description="The CSV of a completed export, for its owner only, until `expiresAt`."
+    )
+    can_cancel: bool
+    can_retry: bool
+    team_id: Private[int]
+    owner_id: Private[int]
+    ticket_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, t: BackgroundTask | TaskRow, now: datetime, viewer_id: int) -> Task:
+        """`t` must be a task `viewer_id` may see (desk returned it to them)."""
+        return cls(
+            id=ID(str(t.id)),
+            kind=t.kind,  # type: ignore[arg-type]  # the enum serialises its str value
+            status=t.status,  # type: ignore[arg-type]
+            status_label=task_rules.status_label(t, now),
+            progress=t.progress,
+            progress_message=t.progress_message,
+            attempts=t.attempts,
+            max_attempts=t.max_attempts,
+            last_error=t.last_error,
+            note=t.note,
+            run_at=t.run_at,
+            created_at=t.created_at,
+            started_at=t.started_at,
+            finished_at=t.finished_at,
+            result_summary=t.result_summary,
+            result_summary_key=t.summary_key,
+            result_summary_params=t.summary_params or {},
+            expires_at=t.expires_at,
+            download_url=(
+                f"/tasks/{t.id}/download"
+                if task_rules.export_downloadable(t, viewer_id, now)
+                else None
+            ),
+            can_cancel=task_rules.can_cancel(t),
+            can_retry=task_rules.can_retry(t),
+            team_id=t.team_id,
+            owner_id=t.owner_id,
+            ticket_id=t.ticket_id,
+        )
+
+    @strawberry.field(description="The reminder's ticket (null for exports).")
+    async def ticket(self, info: strawberry.Info) -> Ticket | None:
+        if self.ticket_id is None:
+            return None
+        row = await ctx_of(info).loaders.tickets.load(self.ticket_id)
+        return Ticket.from_model(row) if row else None
+
+    @strawberry.field(description="Who started it.")
+    async def owner(self, info: strawberry.Info) -> User | None:
+        found = await ctx_of(info).loaders.users.load(self.owner_id)
+        return User.from_model(found) if found else None
+
+    @strawberry.field
+    async def team(self, info: strawberry.Info) -> Team | None:
+        view = await ctx_of(info).loaders.teams.load(self.team_id)
+        return Team.from_view(view) if view else None
 
 
 @strawberry.type

@@ -1,6 +1,6 @@
 """Running an operation in-process (no web app around it) the way the endpoint does: through
-`schema.lean.Runner`, with the same guards. `executor=True` skips `schema.quick`'s direct
-answer, so a test can compare it with graphql-core's executor."""
+`schema.executor.Runner`, with the same guards. `executor=True` skips `schema.status_read`'s
+direct answer, so a test can compare it with graphql-core's executor."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 from graphql import ExecutionResult
 
 from schema.app import ALLOWED_OPERATIONS
+from schema.executor import Runner
 from schema.hardening import LIMIT_RULES
-from schema.lean import Runner
 from schema.root import build_schema
 
 BUDGET = 10_000  # GRAPHQL_MAX_COST's default
 
 
 class _ExecutorOnly(Runner):
-    def _quick(self, *_: Any) -> dict[str, Any] | None:
+    def _direct(self, *_: Any) -> dict[str, Any] | None:
         return None
 
 

@@ -1,7 +1,7 @@
 """An operation run through graphql-core's executor leaves no reference cycle: its context (and
 with it the request, the scope, the caller) is freed by reference counting when the request
 ends, not by the cyclic garbage collector, whose full passes stalled every request in flight
-(schema.lean `_acyclic`)."""
+(schema.executor `_acyclic`)."""
 
 from __future__ import annotations
 

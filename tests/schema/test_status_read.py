@@ -9,8 +9,8 @@ import pytest
 from desk.people import users
 from desk.work import tasks
 from schema.app import ALLOWED_OPERATIONS, status_read
+from schema.executor import Runner
 from schema.hardening import LIMIT_RULES
-from schema.lean import Runner
 from schema.root import build_schema
 from tests.desk.test_reads import counting
 

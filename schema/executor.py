@@ -1,6 +1,7 @@
-"""Running one `/graphql` operation without Strawberry's per-request machinery.
+"""Runs one `/graphql` operation beside Strawberry's `Schema.execute`, and is the one module that
+touches Strawberry's and graphql-core's private parts to do it.
 
-Why: `Schema.execute` builds an ExecutionContext, fresh extension instances and a context
+Why not `Schema.execute`: it builds an ExecutionContext, fresh extension instances and a context
 manager per hook on every request, and its ValidationCache hashes the whole document tree to
 find its entry; with the cost estimate that was over half of executing the polled status read
 (`task(id)`, profiled: 258 µs of which graphql-core's execution ~100 µs). Here a document's
@@ -8,15 +9,28 @@ text keys one bounded LRU holding what does not depend on the request: the parse
 its syntax error), its validation errors under the schema's rules, its operations' types and,
 when no `first` reads a variable, each operation's cost. Then graphql-core's `execute` runs it
 on the same schema with Strawberry's execution context, so types, resolvers and errors are
-Strawberry's own; except the plain status read, which `schema.quick` answers directly.
+Strawberry's own; except the plain status read, which `schema.status_read` answers directly.
 
-The schema carries no Strawberry extensions: this runner is the only way taskdesk runs an
-operation (the endpoint, and the tests through tests/schema/run.py). Its guards, in order
-(`schema.hardening`): the token limit on parsing, the operation type, the limit rules (and no
-introspection in production) on validation, the cost budget before any resolver; errors go
-through `DeskSchema.process_errors` (suggestions stripped in production, logged with
-the request id). Production's masking of unexpected errors is the caller's (`schema.app` shows
+This runner is the only way taskdesk runs an operation (the endpoint, and the tests through
+tests/schema/run.py). It runs no Strawberry extension, so it refuses a schema that has any
+(`Runner` raises `IgnoredExtensions` at app start) instead of ignoring them. Its guards, in
+order (`schema.hardening`): the token limit on parsing, the operation type, the limit rules
+(and no introspection in production) on validation, the cost budget before any resolver; errors
+go through `DeskSchema.process_errors` (suggestions stripped in production, logged with the
+request id). Production's masking of unexpected errors is the caller's (`schema.app` shows
 every error through `schema.errors.shown`).
+
+The private parts it uses, each pinned exactly in pyproject.toml and checked by
+tests/schema/test_executor_adapter.py (which fails when one changes):
+- Strawberry's `Schema._schema`, the graphql-core schema it built: there is no public accessor
+  (the maintainers point users to `_schema`: strawberry-graphql/strawberry#2590). Read once,
+  when the runner is built. It can go when Strawberry exposes the schema publicly.
+- Strawberry's `validate_document` (its validation with its own MaybeNull and OneOf rules; not
+  exported). It can go with the cache, if Strawberry's ValidationCache stops hashing documents.
+- graphql-core's executor attribute `async_helpers` (`_acyclic`): replaced per executor to break
+  a reference cycle. It can go when graphql-core's ExecutionContext stops holding its own bound
+  methods (still so in 3.3.2; the cost of the collector under async resolvers is
+  graphql-python/graphql-core#190).
 """
 
 from __future__ import annotations
@@ -35,11 +49,13 @@ from graphql import (
     FragmentDefinitionNode,
     GraphQLError,
     GraphQLResolveInfoHelpers,
+    GraphQLSchema,
     OperationDefinitionNode,
     execute,
     parse,
 )
 from graphql.validation import specified_rules
+from strawberry import Schema
 from strawberry.exceptions import MissingQueryError
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
@@ -47,11 +63,11 @@ from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
-from schema import quick
+from schema import status_read
 from schema.context import Context
 from schema.cost import estimate_cost
 from schema.hardening import CACHE_SIZE, MAX_TOKENS, cost_error
-from schema.root import DeskSchema
+from schema.status_read import Plan
 
 
 @dataclass
@@ -63,7 +79,32 @@ class Prepared:
     operations: dict[str | None, OperationDefinitionNode]  # by name; None: the first
     fragments: dict[str, FragmentDefinitionNode]
     costs: dict[str | None, int] = field(default_factory=dict)  # when no variable decides it
-    quick: dict[str | None, quick.Plan | None] = field(default_factory=dict)  # schema.quick
+    plans: dict[str | None, Plan | None] = field(default_factory=dict)
+
+
+class IgnoredExtensions(RuntimeError):
+    """The schema has Strawberry extensions (or custom directives, which run as one) that this
+    runner would not run."""
+
+
+def graphql_schema(schema: Schema) -> GraphQLSchema:
+    """The graphql-core schema Strawberry built (private: see the module's docstring)."""
+    built = schema._schema
+    if not isinstance(built, GraphQLSchema):  # pragma: no cover - Strawberry changed
+        raise TypeError(f"Strawberry's Schema._schema is a {type(built).__name__} now")
+    return built
+
+
+def refuse_extensions(schema: Schema) -> None:
+    """Raise when `schema` would run extensions through `Schema.execute`: this runner would skip
+    them silently (a tracing or masking extension added later would never run)."""
+    ignored = [getattr(e, "__name__", type(e).__name__) for e in schema.extensions]
+    ignored += [f"@{d.graphql_name or d.python_name}" for d in schema.directives]
+    if ignored:
+        raise IgnoredExtensions(
+            f"the GraphQL runner (schema.executor) does not run Strawberry extensions or custom "
+            f"directives; this schema has {', '.join(ignored)}: run them here or remove them"
+        )
 
 
 @cache
@@ -106,8 +147,10 @@ def _alive(ref: weakref.ref[Any]) -> Any:
 class Runner:
     """Runs operations on one schema; `rules` are its validation rules beyond the standard."""
 
-    def __init__(self, schema: DeskSchema, rules: Iterable[type[Any]]) -> None:
+    def __init__(self, schema: Schema, rules: Iterable[type[Any]]) -> None:
+        refuse_extensions(schema)
         self.schema = schema
+        self.graphql = graphql_schema(schema)
         self.rules = (*specified_rules, *rules)
         self._kwargs: dict[str, Any] = {"operation_extensions": None}
         if schema.execution_context_class is not None:
@@ -139,7 +182,7 @@ class Runner:
                     operations.setdefault(d.name.value, d)
             elif isinstance(d, FragmentDefinitionNode):
                 fragments[d.name.value] = d
-        errors = validate_document(self.schema._schema, document, self.rules)
+        errors = validate_document(self.graphql, document, self.rules)
         return Prepared(document, errors, operations, fragments)
 
     async def run(
@@ -170,11 +213,11 @@ class Runner:
         too_costly = cost_error(self._cost(prepared, operation, name, variables), budget)
         if too_costly is not None:
             return self._failed([too_costly], query, variables, context)
-        data = self._quick(prepared, operation, variables, context)
+        data = self._direct(prepared, operation, variables, context)
         if data is not None:
             return ExecutionResult(data=data)
         result = execute(
-            self.schema._schema,
+            self.graphql,
             prepared.document,
             context_value=context,
             variable_values=variables,
@@ -199,8 +242,7 @@ class Runner:
         known = prepared.costs.get(name)
         if known is not None:
             return known
-        schema = self.schema._schema
-        cost, by_variable = estimate_cost(schema, operation, prepared.fragments, variables)
+        cost, by_variable = estimate_cost(self.graphql, operation, prepared.fragments, variables)
         if not by_variable:
             prepared.costs[name] = cost
         return cost
@@ -208,22 +250,22 @@ class Runner:
     def status_read(
         self, query: str, variables: dict[str, Any] | None, operation_name: str | None
     ) -> int | None:
-        """The task id when the operation to run is a valid status read (`schema.quick.plan`),
+        """The task id when the operation to run is a valid status read (`status_read.plan`),
         so the caller and the task can be read together; else None."""
         prepared = self.prepare(query)
         operation = prepared.operations.get(operation_name)
         if operation is None or prepared.errors:
             return None
         found = self._plan(prepared, operation)
-        return None if found is None else quick.task_id(found, variables)
+        return None if found is None else status_read.task_id(found, variables)
 
-    def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> quick.Plan | None:
+    def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> Plan | None:
         name = operation.name.value if operation.name else None
-        if name not in prepared.quick:
-            prepared.quick[name] = quick.plan(self.schema._schema, operation)
-        return prepared.quick[name]
+        if name not in prepared.plans:
+            prepared.plans[name] = status_read.plan(self.graphql, operation)
+        return prepared.plans[name]
 
-    def _quick(
+    def _direct(
         self,
         prepared: Prepared,
         operation: OperationDefinitionNode,
@@ -234,7 +276,7 @@ class Runner:
         found = self._plan(prepared, operation)
         if found is None or not isinstance(context, Context):
             return None
-        return quick.answer(found, variables, context)
+        return status_read.answer(found, variables, context)
 
     def _failed(
         self,
@@ -254,7 +296,8 @@ class Runner:
         variables: dict[str, Any] | None,
         context: Any,
     ) -> None:
-        """Suggestions stripped in production, every error logged with the request id."""
+        """The schema's public error hook (`DeskSchema.process_errors`: suggestions stripped in
+        production, every error logged with the request id)."""
         execution = ExecutionContext(
             query=query,
             schema=self.schema,
@@ -262,4 +305,4 @@ class Runner:
             context=context,
             variables=variables,
         )
-        self.schema._process_errors(errors, execution)
+        self.schema.process_errors(errors, execution)

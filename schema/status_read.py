@@ -1,11 +1,11 @@
-"""The one detector of the status read (`task(id)`), and its answer without graphql-core's
-executor for the task's own values, from the task read together with the caller.
+"""The status read (`task(id)`): its one detector, and its direct answer (without graphql-core's
+executor) for the task's own values, from the task read together with the caller.
 
 Why: every open page polls it; after parsing, validation and the cost were cached
-(`schema.lean`), graphql-core's execution of ten leaf fields was still ~40 % of the GraphQL
+(`schema.executor`), graphql-core's execution of ten leaf fields was still ~40 % of the GraphQL
 work of the read (profiled: a coroutine, an awaitable completion and a resolve-info per field).
 
-What is a status read, decided once per parsed document (`plan`, cached by `schema.lean`): a
+What is a status read, decided once per parsed document (`plan`, cached by `schema.executor`): a
 query operation without directives whose one root field is `task` (no directives) with the one
 argument `id`: a literal, or a variable declared `ID`/`ID!` and the operation's only one. Then
 `schema.app` reads the caller and the task in one statement (`task_id`). It is answered here
@@ -14,7 +14,7 @@ arguments and a scalar or enum type, with no fragments and no directives (`Plan.
 Strawberry's resolver for that field returns, serialised by the field's own GraphQL type, as
 graphql-core's leaf completion does. Anything else — the anonymous, a value that will not
 serialise, a null where the schema says non-null, a task not read with the caller — returns
-None, and the operation runs through graphql-core as ever. tests/schema/test_quick_read.py
+None, and the operation runs through graphql-core as ever. tests/schema/test_status_answer.py
 compares both on every field.
 """
 
@@ -39,10 +39,11 @@ from graphql import (
     Undefined,
     VariableNode,
 )
+from strawberry.resolvers import is_default_resolver
 
 from desk.reads import lookups
 from schema.context import Context
-from schema.tasks import Task
+from schema.types import Task
 
 TYPENAME = "__typename"
 
@@ -116,7 +117,7 @@ def _leaves(schema: GraphQLSchema, node: FieldNode) -> tuple[Leaf, ...] | None:
         field = fields.get(name)
         if field is None or sel.selection_set is not None:
             return None
-        if not getattr(field.resolve, "_is_default", False):  # a resolver of its own
+        if field.resolve is None or not is_default_resolver(field.resolve):  # its own resolver
             return None
         non_null = isinstance(field.type, GraphQLNonNull)
         named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
