@@ -8,6 +8,7 @@ import time
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
+from desk.core.queue import job_id, job_payload, queue_name
 from desk.core.runtime import Runtime
 
 
@@ -71,15 +72,12 @@ async def plant_orphans(rt: Runtime, task_ids: list[int], ttl: int = 12 * 3600) 
     """What `kill -9` leaves behind: a queued job marked in progress, for every job-id scheme
     and queue name taskdesk has used, due a minute ago."""
     prefix = rt.settings.queue_prefix
-    queues = [f"{prefix}:queue", f"{prefix}:queue:short", f"{prefix}:queue:long"]
+    queues = [f"{prefix}:queue", queue_name(prefix, "short"), queue_name(prefix, "long")]
     score = int(time.time() * 1000) - 60_000
     async with rt.redis.pipeline(transaction=False) as pipe:
         for task_id in task_ids:
-            for jid in (f"{prefix}:task:{task_id}:1", f"{prefix}:task:{task_id}:1:1"):
-                payload = (
-                    b'{"t":null,"f":"process_task","a":[{"task_id":%d,"run":1}],"k":{},"et":0}'
-                )
-                pipe.set(job_key_prefix + jid, payload % task_id, ex=ttl)
+            for jid in (f"{prefix}:task:{task_id}:1", job_id(prefix, task_id, 1, 1)):
+                pipe.set(job_key_prefix + jid, job_payload(task_id, 1, 0, {}), ex=ttl)
                 pipe.set(in_progress_key_prefix + jid, b"1", ex=ttl)
                 for q in queues:
                     pipe.zadd(q, {jid: score})
