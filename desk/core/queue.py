@@ -148,11 +148,11 @@ return out
 """
 
 
-# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay, ARGV[3], ARGV[4]: arq's
-# job and in-progress key prefixes. Takes each job not yet in
-# progress out of the queue; its job key stays only that long (not deleted: arq may have read
-# the id already and start it in a moment, and then it finds the job and answers "stale" instead
-# of logging an expired job). A job arq already started is left to arq.
+# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay, ARGV[3] and ARGV[4]: arq's
+# job and in-progress key prefixes. Takes each job not yet in progress out of the queue; its job
+# key stays only that long (not deleted: arq may have read the id already and start it in a
+# moment, and then it finds the job and answers "stale" instead of logging an expired job). A job
+# arq already started is left to arq.
 _DROP = """
 local n = 0
 for _, id in ipairs(KEYS) do
@@ -208,8 +208,8 @@ class _Pool(ConnectionPool):
     takes redis-py's own check, which reconnects a connection that has data.
 
     Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
-    pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, released in
-    redis-py 7), once arq allows that redis-py (arq 0.28 requires redis < 6)."""
+    pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged for
+    the redis-py 7 line), once arq allows that redis-py (arq 0.28 requires redis < 6)."""
 
     async def ensure_connection(self, connection: AbstractConnection) -> None:
         if connection.is_connected and not _may_have_data(connection):
