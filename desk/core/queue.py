@@ -208,8 +208,8 @@ class _Pool(ConnectionPool):
     takes redis-py's own check, which reconnects a connection that has data.
 
     Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
-    pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged for
-    the redis-py 7 line), once arq allows that redis-py (arq 0.28 requires redis < 6)."""
+    pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged in May
+    2026), in whichever release carries it, once arq allows that redis-py (arq 0.28 requires redis < 6)."""
 
     async def ensure_connection(self, connection: AbstractConnection) -> None:
         if connection.is_connected and not _may_have_data(connection):
