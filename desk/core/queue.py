@@ -11,10 +11,11 @@ result or in-progress key): a refused send is not a send. Each send's job id is 
 (`{prefix}:task:{id}:{run}:{send}`), and a re-send removes what the previous send of the task
 left (its queue entry, job, in-progress and retry keys), whatever state it was in.
 
-This module is the adapter for the libraries' private parts the queue leans on (docs/architecture.md,
-"Adapters"): arq's job format and key layout, written by hand in Lua, and redis-py's connection
-internals, read by the pool. pyproject.toml pins arq, redis and hiredis exactly, and
-tests/desk/adapters/ fail when any of them changes shape; each shortcut names what would let it go.
+This module is the adapter for the libraries' private parts the queue leans on
+(docs/architecture.md, "Adapters"): arq's job format and key layout, written by hand in Lua, and
+redis-py's connection internals, read by the pool. pyproject.toml pins arq, redis and hiredis
+exactly, and tests/desk/adapters/ fail when any of them changes shape; each shortcut names what
+would let it go.
 
 The epoch key is written by the dispatcher only (`SET NX` on every pass, beside the pass's SQL):
 when a pass finds it missing, Redis lost its data (flush, restart without persistence, failover)
@@ -209,7 +210,8 @@ class _Pool(ConnectionPool):
 
     Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
     pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged in May
-    2026), in whichever release carries it, once arq allows that redis-py (arq 0.28 requires redis < 6)."""
+    2026) in whichever release carries it, once arq allows that redis-py (arq 0.28 requires
+    redis < 6)."""
 
     async def ensure_connection(self, connection: AbstractConnection) -> None:
         if connection.is_connected and not _may_have_data(connection):
