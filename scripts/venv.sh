@@ -2,9 +2,9 @@
 # Sourced by scripts/dev and scripts/test: make sure .venv exists and matches uv.lock.
 #
 # Needs only Python >= 3.11. Uses uv (from PATH, or installed with pip into .taskdesk/tools) to
-# create .venv exactly as uv.lock says; if uv cannot be had, falls back to pip and the versions
-# pinned in pyproject.toml. PYTHON=/path/to/python picks the interpreter; TASKDESK_INSTALLER=pip
-# forces the fallback.
+# create .venv exactly as uv.lock says; if uv cannot be had, falls back to pip and
+# requirements.lock (uv.lock exported, dev group included; tests/test_lock.py keeps the two in
+# step). PYTHON=/path/to/python picks the interpreter; TASKDESK_INSTALLER=pip forces the fallback.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.taskdesk/tools"
@@ -40,23 +40,19 @@ find_uv() {
     echo "$TOOLS/bin/uv"
 }
 
-# The fallback: pip into .venv, the project editable plus the dev group of pyproject.toml.
+# The fallback: pip into .venv, exactly the locked versions (requirements.lock), then the project
+# itself, editable and without resolving anything again.
 pip_install() {
     local stamp="$ROOT/.venv/.taskdesk-pip-stamp" want
-    want="$(cat "$ROOT/pyproject.toml" | cksum)"
+    want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" | cksum)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
-    say "uv is not available: installing with pip instead (versions from pyproject.toml)"
+    say "uv is not available: installing with pip instead (versions from requirements.lock)"
     [ -x "$ROOT/.venv/bin/python" ] || "$PY" -m venv "$ROOT/.venv"
     "$ROOT/.venv/bin/python" -m pip install --quiet --upgrade pip
-    "$ROOT/.venv/bin/python" -m pip install --quiet -e "$ROOT"
-    "$ROOT/.venv/bin/python" - "$ROOT/pyproject.toml" >"$ROOT/.venv/dev-requirements.txt" <<'PYEOF'
-import sys, tomllib
-with open(sys.argv[1], "rb") as f:
-    print("\n".join(tomllib.load(f)["dependency-groups"]["dev"]))
-PYEOF
-    "$ROOT/.venv/bin/python" -m pip install --quiet -r "$ROOT/.venv/dev-requirements.txt"
+    "$ROOT/.venv/bin/python" -m pip install --quiet -r "$ROOT/requirements.lock"
+    "$ROOT/.venv/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
     echo "$want" >"$stamp"
 }
 

@@ -5,11 +5,17 @@ ledger's point of view: a message that is lost is sent again by the dispatcher, 
 logged and reported, never raised into a request.
 
 Sends go through one Lua script (one round trip for a whole sweep's messages). It writes jobs exactly as
-arq's `ArqRedis.enqueue_job` does (`arq:job:<id>` with arq's own serialisation, an entry in the
+arq's `ArqRedis.enqueue_job` does (the job key with arq's own serialisation, an entry in the
 lane's sorted set scored by the due time) and, like arq, refuses an id it still knows (a job,
 result or in-progress key): a refused send is not a send. Each send's job id is new
 (`{prefix}:task:{id}:{run}:{send}`), and a re-send removes what the previous send of the task
 left (its queue entry, job, in-progress and retry keys), whatever state it was in.
+
+This module is the adapter for the libraries' private parts the queue leans on
+(docs/architecture.md, "Adapters"): arq's job format and key layout, written by hand in Lua, and
+redis-py's connection internals, read by the pool. pyproject.toml pins arq, redis and hiredis
+exactly, and tests/desk/adapters/ fail when any of them changes shape; each shortcut names what
+would let it go.
 
 The epoch key is written by the dispatcher only (`SET NX` on every pass, beside the pass's SQL):
 when a pass finds it missing, Redis lost its data (flush, restart without persistence, failover)
@@ -104,23 +110,25 @@ class Sent:
     reachable: bool = True
 
 
-# ARGV: 6 values per job: queue, job id, score ms, expiry ms, payload, previous job id ('' if
-# none). Returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries are
-# added with one ZADD per queue and 1,000 jobs (a sweep's 1,000 ZADD calls cost a third of it).
+# ARGV[1..4]: arq's key prefixes (job, in progress, result, retry: `_PREFIXES`, from
+# arq.constants), then 6 values per job: queue, job id, score ms, expiry ms, payload, previous job
+# id ('' if none). Returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries
+# are added with one ZADD per queue and 1,000 jobs (a sweep's 1,000 ZADD calls cost a third of it).
 _SEND = """
+local job, running, result, retry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local out = {}
 local adds = {}
-local i = 1
+local i = 5
 while i <= #ARGV do
   local q, id, score, px, payload, prev = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   if prev ~= '' then
     redis.call('ZREM', q, prev)
-    redis.call('DEL', 'arq:job:' .. prev, 'arq:in-progress:' .. prev, 'arq:retry:' .. prev)
+    redis.call('DEL', job .. prev, running .. prev, retry .. prev)
   end
-  if redis.call('EXISTS', 'arq:job:' .. id, 'arq:result:' .. id, 'arq:in-progress:' .. id) > 0 then
+  if redis.call('EXISTS', job .. id, result .. id, running .. id) > 0 then
     out[#out + 1] = 0
   else
-    redis.call('SET', 'arq:job:' .. id, payload, 'PX', px)
+    redis.call('SET', job .. id, payload, 'PX', px)
     local a = adds[q]
     if not a then
       a = {}
@@ -141,15 +149,16 @@ return out
 """
 
 
-# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay. Takes each job not yet in
-# progress out of the queue; its job key stays only that long (not deleted: arq may have read
-# the id already and start it in a moment, and then it finds the job and answers "stale" instead
-# of logging an expired job). A job arq already started is left to arq.
+# KEYS: job ids; ARGV[1]: the queue, ARGV[2]: ms the job key may stay, ARGV[3] and ARGV[4]: arq's
+# job and in-progress key prefixes. Takes each job not yet in progress out of the queue; its job
+# key stays only that long (not deleted: arq may have read the id already and start it in a
+# moment, and then it finds the job and answers "stale" instead of logging an expired job). A job
+# arq already started is left to arq.
 _DROP = """
 local n = 0
 for _, id in ipairs(KEYS) do
-  if redis.call('EXISTS', 'arq:in-progress:' .. id) == 0 and redis.call('ZREM', ARGV[1], id) == 1 then
-    redis.call('PEXPIRE', 'arq:job:' .. id, ARGV[2])
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 and redis.call('ZREM', ARGV[1], id) == 1 then
+    redis.call('PEXPIRE', ARGV[3] .. id, ARGV[2])
     n = n + 1
   end
 end
@@ -157,11 +166,30 @@ return n
 """
 
 
+# Shortcut: arq (0.28) has no call that enqueues many jobs in one round trip (`enqueue_job` is one
+# job and four commands under WATCH), so the scripts above write arq's job format and keys
+# themselves. They take the key prefixes from arq.constants (`_PREFIXES`, passed as ARGV), and
+# `job_payload` equals arq's `serialize_job` byte for byte (tests/desk/adapters/). Goes when arq
+# ships a many-jobs enqueue; until then arq is pinned exactly.
+_PREFIXES = (job_key_prefix, in_progress_key_prefix, result_key_prefix, retry_key_prefix)
+
 _PAYLOAD = (
     b'{"t":null,"f":"'
     + PROCESS_FUNCTION.encode()
     + b'","a":[{"task_id":%d,"run":%d}],"k":{},"et":%d}'
 )
+
+
+def job_payload(task_id: int, run: int, enqueued_ms: int, trace: dict[str, str]) -> bytes:
+    """A message as arq stores a job: `serialize_job(process_task, ({task_id, run, **trace},), {},
+    None, enqueued_ms)` with our JSON. Without trace context the same bytes come from a template
+    (no dict per message on a sweep of thousands)."""
+    if trace:
+        return serialize_job(
+            PROCESS_FUNCTION, ({"task_id": task_id, "run": run, **trace},), {}, None,
+            enqueued_ms, serializer=dumps,
+        )  # fmt: skip
+    return _PAYLOAD % (task_id, run, enqueued_ms)
 
 
 def _ms(value: datetime) -> int:
@@ -178,7 +206,12 @@ class _Pool(ConnectionPool):
     those waits were the longest phases of an accept (p50 16-22 ms each, measured per
     request). Here the same question is answered without waiting: nothing buffered in the
     stream or the parser, and the socket not readable (select, zero timeout); anything else
-    takes redis-py's own check, which reconnects a connection that has data."""
+    takes redis-py's own check, which reconnects a connection that has data.
+
+    Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
+    pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged in May
+    2026) in whichever release carries it, once arq allows that redis-py (arq 0.28 requires
+    redis < 6)."""
 
     async def ensure_connection(self, connection: AbstractConnection) -> None:
         if connection.is_connected and not _may_have_data(connection):
@@ -206,7 +239,6 @@ class Queue:
         self.settings = settings
         self.redis = redis
         self.prefix = settings.queue_prefix
-        self.name = queue_name(self.prefix)  # the short lane's queue (kept for older callers)
         self._send = redis.register_script(_SEND)
         self._drop = redis.register_script(_DROP)
         self._token = secrets.token_hex(8)
@@ -228,13 +260,7 @@ class Queue:
 
     def _argv(self, s: Send, now_ms: int, trace: dict[str, str]) -> list[Any]:
         score = _ms(s.due)
-        if trace:
-            payload = serialize_job(
-                PROCESS_FUNCTION, ({"task_id": s.task_id, "run": s.run, **trace},), {}, None,
-                now_ms, serializer=dumps,
-            )  # fmt: skip
-        else:  # the same bytes as serialize_job's, without building a dict per message
-            payload = _PAYLOAD % (s.task_id, s.run, now_ms)
+        payload = job_payload(s.task_id, s.run, now_ms, trace)
         prev = job_id(self.prefix, s.task_id, s.run, s.send - 1) if s.send > 1 else ""
         expiry = max(0, score - now_ms) + expires_extra_ms  # as arq: a day past the due time
         return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),
@@ -246,7 +272,7 @@ class Queue:
         if not sends:
             return Sent([])
         now_ms = int(time.time() * 1000)
-        argv: list[Any] = []
+        argv: list[Any] = list(_PREFIXES)
         trace = tracing.message_context()  # the worker's spans join the request that sent it
         for s in sends:
             argv += self._argv(s, now_ms, trace)
@@ -312,7 +338,12 @@ class Queue:
             return 0
         keep_ms = int(self.settings.lease_seconds * 1000)
         try:
-            return int(await self._drop(keys=job_ids, args=[self.lane_queue(lane), keep_ms]))
+            return int(
+                await self._drop(
+                    keys=job_ids,
+                    args=[self.lane_queue(lane), keep_ms, job_key_prefix, in_progress_key_prefix],
+                )
+            )
         except REDIS_ERRORS as exc:
             log.info("could not drop %d batch-claimed job(s): %s", len(job_ids), exc)
             return 0

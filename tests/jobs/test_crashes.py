@@ -7,6 +7,7 @@ from desk.core.clock import utcnow
 from desk.work import tasks
 from tests.factories import bulk_tickets
 from tests.helpers import WorkerProcess, running_workers, wait_for
+from tests.jobs.stall_helpers import kill_mid_work
 
 
 async def _row(rt, task_id):
@@ -39,7 +40,7 @@ async def test_kill_9_mid_export_is_rescued_by_another_worker(rt, world, setting
             interval=0.01,
             what="export running with progress",
         )
-        first.kill()
+        assert task.id in await kill_mid_work(rt, first)
     finally:
         first.stop()
     row = await _row(rt, task.id)
@@ -131,7 +132,7 @@ def _no_workers(rt):
     return probe
 
 
-async def test_health_follows_workers_starting_stopping_and_dying(rt, settings, tmp_path):
+async def test_health_follows_workers_starting_stopping_and_dying(rt, world, settings, tmp_path):
     rt.clock = utcnow
     before = await health.check(rt)
     assert before.redis_ok and before.workers == [] and not before.ok
@@ -143,7 +144,11 @@ async def test_health_follows_workers_starting_stopping_and_dying(rt, settings, 
         assert len((await health.check(rt)).workers) == 1, (
             "SIGTERM removes the registration at once"
         )
-        b.kill()
+        # b, the only worker left, takes a long task and dies holding it.
+        slow = await tasks.submit_noop(
+            rt, world.staff, world.team, {"steps": 100, "step_seconds": 0.1}
+        )
+        assert await kill_mid_work(rt, b) == [slow.id]
         await wait_for(_no_workers(rt), timeout=10, what="a killed worker's registration expires")
 
 

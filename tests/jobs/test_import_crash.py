@@ -7,6 +7,7 @@ from desk.core.clock import utcnow
 from desk.imports import service as imports
 from desk.work import tasks
 from tests.helpers import WorkerProcess, running_workers, wait_for
+from tests.jobs.stall_helpers import kill_mid_work
 
 ROWS = 60_000
 
@@ -42,7 +43,7 @@ async def test_kill_9_mid_import_neither_duplicates_nor_skips(rt, world, setting
             return row if row.status == "RUNNING" and 0 < row.progress_current < ROWS // 2 else None
 
         await wait_for(midway, timeout=60, interval=0.01, what="import half-way")
-        first.kill()
+        assert task.id in await kill_mid_work(rt, first)
     finally:
         first.stop()
     with running_workers(settings, tmp_path, **env):

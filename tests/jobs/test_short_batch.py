@@ -21,7 +21,13 @@ from jobs.execution import claim_batch
 from jobs.processors import noop, registry
 from jobs.worker import Lane
 from tests.helpers import WorkerProcess, wait_for
-from tests.jobs.stall_helpers import all_status, assert_effects_once, open_tickets, rows
+from tests.jobs.stall_helpers import (
+    all_status,
+    assert_effects_once,
+    kill_mid_work,
+    open_tickets,
+    rows,
+)
 
 
 async def _noops(rt, world, n: int, script: dict | None = None) -> list:
@@ -160,7 +166,7 @@ async def test_kill_9_mid_batch_every_row_is_rescued_and_runs_once(
         try:
             await wait_for(all_status(rt, burst, ("RUNNING",)), timeout=60, what="claimed")
             await wait_for(all_status(rt, noops), timeout=60, what="the NOOPs completed")
-            first.kill()
+            assert set(burst) <= set(await kill_mid_work(rt, first))
         finally:
             first.stop()
             await trans.rollback()

@@ -12,19 +12,11 @@ from tests.helpers import WorkerProcess, running_workers, wait_for
 from tests.jobs.stall_helpers import (
     all_status,
     assert_effects_once,
+    kill_mid_work,
     open_tickets,
     plant_orphans,
     rows,
 )
-
-
-def _busy_or_done(rt, ids):
-    async def probe():
-        found = await rows(rt, ids)
-        running = any(r.status == "RUNNING" for r in found)
-        return running or all(r.status == "COMPLETED" for r in found)
-
-    return probe
 
 
 async def test_repeated_kill_9_while_jobs_are_in_flight(rt, world, settings, tmp_path):
@@ -50,9 +42,9 @@ async def test_repeated_kill_9_while_jobs_are_in_flight(rt, world, settings, tmp
     workers = [WorkerProcess(settings, tmp_path / f"w{i}.log", **env) for i in range(2)]
     try:
         for kill in range(5):
-            await wait_for(_busy_or_done(rt, ids), timeout=60, interval=0.01, what="work running")
             victim = kill % 2
-            workers[victim].kill()
+            held = await kill_mid_work(rt, workers[victim])
+            assert set(held) <= set(ids)
             workers[victim].stop()
             workers[victim] = WorkerProcess(settings, tmp_path / f"w{victim}-{kill}.log", **env)
         await wait_for(
