@@ -129,6 +129,7 @@ def test_build_slots_setting_is_validated(count):
         load_settings(export_build_slots=0)
 
 
+@pytest.mark.slow
 async def test_two_worker_processes_share_one_budget(rt, settings, world, tmp_path):
     """One slot, two workers of one long slot each (so one export per worker). While another
     session holds the slot, both workers' exports queue for it in PostgreSQL (two processes
