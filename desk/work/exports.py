@@ -152,17 +152,19 @@ def _try_slots(slots: int) -> sa.TextClause:
     gives back a shared hold on the queue lock, which fails while anyone waits for or holds it
     exclusively. CASE evaluates its branches in order and stops at the first true one, so at
     most one slot is taken."""
-    tries = " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
     return sa.text(
         f"SELECT CASE WHEN NOT pg_try_advisory_lock_shared({QUEUE_LOCK}, 0) THEN NULL "
-        f"WHEN NOT pg_advisory_unlock_shared({QUEUE_LOCK}, 0) THEN NULL {tries} END"
+        f"WHEN NOT pg_advisory_unlock_shared({QUEUE_LOCK}, 0) THEN NULL {_tries(slots)} END"
     )
 
 
 def _take_slot(slots: int) -> sa.TextClause:
     """The first free slot, taken, by the writer first in the queue; NULL if none is free."""
-    tries = " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
-    return sa.text(f"SELECT CASE {tries} END")
+    return sa.text(f"SELECT CASE {_tries(slots)} END")
+
+
+def _tries(slots: int) -> str:
+    return " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
 
 
 _JOIN_QUEUE = sa.text(f"SELECT pg_advisory_lock({QUEUE_LOCK}, 0)")
