@@ -55,7 +55,8 @@ def _session_root() -> Path:
     """One private folder per test session (named by its pid): concurrent runs must not stop
     each other's servers."""
     root = ROOT / ".taskdesk" / "test" / str(os.getpid())
-    _remove_stale_sessions(root.parent)
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # in xdist, the controller has done it
+        _remove_stale_sessions(root.parent)
     return root
 
 
