@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -43,14 +44,27 @@ def _with_dbname(url: str, name: str) -> str:
     return f"{base}/{name}" + (f"?{tail}" if tail else "")
 
 
-@pytest.fixture(scope="session")
-def servers() -> Iterator[Servers]:
-    db_url = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
-    redis_url = os.environ.get("TEST_REDIS_URL") or os.environ.get("REDIS_URL")
-    started: list[PostgresServer | RedisServer] = []
-    # One private folder per test session: concurrent runs must not stop each other's servers.
+def _given_urls() -> tuple[str | None, str | None]:
+    return (
+        os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL"),
+        os.environ.get("TEST_REDIS_URL") or os.environ.get("REDIS_URL"),
+    )
+
+
+def _session_root() -> Path:
+    """One private folder per test session (named by its pid): concurrent runs must not stop
+    each other's servers."""
     root = ROOT / ".taskdesk" / "test" / str(os.getpid())
-    _remove_stale_sessions(root.parent)
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # in xdist, the controller has done it
+        _remove_stale_sessions(root.parent)
+    return root
+
+
+def _start_private(
+    root: Path, db_url: str | None, redis_url: str | None
+) -> tuple[list[PostgresServer | RedisServer], str, str]:
+    """Private servers for whichever URL is not given."""
+    started: list[PostgresServer | RedisServer] = []
     if not db_url:
         pg = PostgresServer(root / "pg", fast=True)
         pg.start()
@@ -60,13 +74,67 @@ def servers() -> Iterator[Servers]:
         rd = RedisServer(root / "redis", persist=False)
         redis_url = rd.start()
         started.append(rd)
-    db_url = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
-    yield Servers(admin_url=_with_dbname(db_url, "postgres"), redis_url=redis_url)
+    return started, db_url, redis_url
+
+
+def _stop_private(root: Path, started: list[PostgresServer | RedisServer]) -> None:
     for server in started:
         server.stop()
         # As root from a folder the server's user cannot enter, the cluster lives in /var/tmp.
         shutil.rmtree(server.root, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
+
+
+_PRIVATE = pytest.StashKey[tuple[Path, list[PostgresServer | RedisServer]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller starts the private servers once and its workers use
+    them (the URLs reach them in the environment they inherit): one PostgreSQL for the run, not
+    one per worker. Each worker still has its own template database and Redis database."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or hasattr(config, "workerinput") or all(_given_urls()):
+        return
+    root = _session_root()
+    started, db_url, redis_url = _start_private(root, *_given_urls())
+    config.stash[_PRIVATE] = (root, started)
+    os.environ["TEST_DATABASE_URL"], os.environ["TEST_REDIS_URL"] = db_url, redis_url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _PRIVATE in config.stash:
+        _stop_private(*config.stash[_PRIVATE])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """With TASKDESK_REQUIRE_BROWSER=1 (CI) a browser test fails when it cannot run, where it
+    would otherwise be skipped."""
+    if "browser" in item.keywords:
+        from tests.ui.browser import CHROMIUM, browser_required, chromium_missing
+
+        if browser_required() and chromium_missing():
+            pytest.fail(f"{CHROMIUM} is missing and TASKDESK_REQUIRE_BROWSER=1: install chromium")
+
+
+def _redis_of_worker(url: str) -> str:
+    """Under pytest-xdist, each worker its own Redis database (the given one + the worker's
+    number): a test that flushes its database cannot wipe another worker's queues."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(base + int(worker[2:])) % 16}"))
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    db_url, redis_url = _given_urls()
+    root = _session_root()
+    started, db_url, redis_url = _start_private(root, db_url, redis_url)
+    db_url = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    yield Servers(admin_url=_with_dbname(db_url, "postgres"), redis_url=_redis_of_worker(redis_url))
+    _stop_private(root, started)
 
 
 def _remove_stale_sessions(parent: Path) -> None:

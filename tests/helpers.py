@@ -1,4 +1,5 @@
-"""Test helpers: wait on a condition with a deadline, and run real worker processes."""
+"""Test helpers: wait on a condition with a deadline, run a task as a worker would (in this
+process), and run real worker processes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from typing import TypeVar
 
 import httpx
 
+from desk.console import task_admin
+from desk.core.runtime import Runtime
 from desk.core.settings import Settings
+from jobs.execution import execute
+from jobs.processors import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -38,6 +43,12 @@ async def wait_for(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+async def run_task(rt: Runtime, task_id: int) -> None:
+    """What a worker does with the task's message, in this process."""
+    row = await task_admin.get(rt, task_id)
+    assert await execute(rt, registry(), task_id, row.run) == "done"
 
 
 def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT, running_workers, settings_env
 
 
@@ -13,6 +15,7 @@ def _taskdesk(settings, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_import_and_wait_with_report(rt, world, settings, tmp_path):
     src = tmp_path / "tickets.csv"
     src.write_text("external_id,title,status\nE-1,From the CLI,OPEN\nE-2,,OPEN\n", encoding="utf-8")

@@ -9,8 +9,8 @@ the database-wide budget of chunk builds running at once (EXPORT_BUILD_SLOTS).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import random
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -135,48 +135,77 @@ def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
 
 # Build slots: advisory locks (SLOT_LOCK, slot number), one per chunk build, so every worker
 # process on every host sees the same budget of CSV builds at once (the CPU they use is the
-# database's). Session locks, since a writer's transaction spans its whole export.
+# database's). Session locks, since a writer's transaction spans its whole export. Writers that
+# must wait queue on one more lock (QUEUE_LOCK, 0): PostgreSQL grants it in turn, and the first
+# in line takes whichever slot frees first (a wait on one chosen slot could sit behind a build
+# that holds it for long while the others free).
 SLOT_LOCK = 7344
+QUEUE_LOCK = 7345
+# How often the first waiter looks for a freed slot: soon at first, then less often.
+_POLL_FIRST = 0.005
+_POLL_MAX = 0.1
 
 
 def _try_slots(slots: int) -> sa.TextClause:
-    """The first free slot, taken; NULL if none is. CASE evaluates its branches in order and
-    stops at the first true one, so at most one lock is taken."""
-    tries = " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
-    return sa.text(f"SELECT CASE {tries} END")
+    """The first free slot, taken; NULL if none is, or if a writer is queued for one (so that a
+    writer that frees a slot and asks again cannot starve the queue). The queue check takes and
+    gives back a shared hold on the queue lock, which fails while anyone waits for or holds it
+    exclusively. CASE evaluates its branches in order and stops at the first true one, so at
+    most one slot is taken."""
+    return sa.text(
+        f"SELECT CASE WHEN NOT pg_try_advisory_lock_shared({QUEUE_LOCK}, 0) THEN NULL "
+        f"WHEN NOT pg_advisory_unlock_shared({QUEUE_LOCK}, 0) THEN NULL {_tries(slots)} END"
+    )
 
 
-_WAIT_SLOT = sa.text(f"SELECT pg_advisory_lock({SLOT_LOCK}, :s)")
+def _take_slot(slots: int) -> sa.TextClause:
+    """The first free slot, taken, by the writer first in the queue; NULL if none is free."""
+    return sa.text(f"SELECT CASE {_tries(slots)} END")
+
+
+def _tries(slots: int) -> str:
+    return " ".join(f"WHEN pg_try_advisory_lock({SLOT_LOCK}, {i}) THEN {i}" for i in range(slots))
+
+
+_JOIN_QUEUE = sa.text(f"SELECT pg_advisory_lock({QUEUE_LOCK}, 0)")
+_LEAVE_QUEUE = sa.text(f"SELECT pg_advisory_unlock({QUEUE_LOCK}, 0)")
 _FREE_SLOT = sa.text(f"SELECT pg_advisory_unlock({SLOT_LOCK}, :s)")
 
 
 @contextlib.asynccontextmanager
 async def build_slot(conn: AsyncConnection, slots: int, *, wait: bool) -> AsyncIterator[bool]:
     """Hold one of `slots` build slots on `conn` for the block (yields True), or yield False at
-    once when none is free and not `wait`. A waiter queues on one slot: PostgreSQL grants it
-    to the waiters in turn, so a writer that frees a slot and asks again cannot starve them."""
+    once when none is free and not `wait`. A waiter takes the first slot that frees, in its turn
+    in the queue."""
     try:
         got = (await conn.execute(_try_slots(slots))).scalar_one()
         if got is None and not wait:
             yield False
             return
         if got is None:
-            got = _queue_slot(slots)
-            await conn.execute(_WAIT_SLOT, {"s": got})
+            got = await _wait_for_slot(conn, slots)
         yield True
         await conn.execute(_FREE_SLOT, {"s": got})
     except BaseException:
         # Whatever failed (the build, a cancel while waiting), the transaction may be aborted, so
         # no unlock can run in it, and a session lock outlives a rollback: closing the
-        # connection ends its backend, which frees any slot it holds or was about to get.
+        # connection ends its backend, which frees any slot or queue place it holds.
         await conn.invalidate()
         raise
 
 
-def _queue_slot(slots: int) -> int:
-    """Which slot to wait for: any, so that waiters spread over the slots instead of all
-    queueing on slot 0 while another frees first."""
-    return random.randrange(slots)
+async def _wait_for_slot(conn: AsyncConnection, slots: int) -> int:
+    """Queue for a slot, then, first in line, take the first one that frees. Advisory locks
+    cannot wait for "any of these", so the first waiter looks again and again; everyone behind
+    it waits inside PostgreSQL."""
+    await conn.execute(_JOIN_QUEUE)
+    take = _take_slot(slots)
+    pause = _POLL_FIRST
+    while (got := (await conn.execute(take)).scalar_one()) is None:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _POLL_MAX)
+    await conn.execute(_LEAVE_QUEUE)
+    return int(got)
 
 
 def summary(rows: int) -> Message:

@@ -6,7 +6,11 @@ from __future__ import annotations
 import http.client
 from urllib.parse import urlsplit
 
+import pytest
+
 from tests.helpers import serving
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 CHUNK = b"x" * (64 * 1024)
 OFFERED = 200 * 1024 * 1024

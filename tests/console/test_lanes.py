@@ -4,6 +4,7 @@ waited. Both actions are audited; only an operator may take them."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from desk.console import health
@@ -37,6 +38,7 @@ def _swept_after(rt, moment):
     return probe
 
 
+@pytest.mark.slow
 async def test_pause_holds_the_lane_and_resume_sends_what_waited(
     page_as, rt, world, settings, tmp_path, operator
 ) -> None:

@@ -4,6 +4,7 @@ killed mid-task listed as vanished, with what the rescuer took back from it."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from desk.console import health
@@ -12,6 +13,8 @@ from desk.ledger import events
 from desk.work import tasks
 from tests.console.conftest import HTML
 from tests.helpers import WorkerProcess, running_workers, wait_for
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 
 def _status(rt, task_id: int, wanted: str):

@@ -4,6 +4,9 @@ on two connections sharing one snapshot, and none of that may show in the file."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -11,7 +14,9 @@ import sqlalchemy as sa
 from desk.work import exports, tasks
 from jobs.execution import execute
 from jobs.processors import export, registry
+from tests.desk import slots
 from tests.factories import add_ticket
+from tests.helpers import wait_for
 
 # Every case COPY's CSV writer treats specially, and the formula guard's.
 TITLES = [
@@ -82,12 +87,14 @@ async def test_stored_csv_equals_copy_byte_for_byte(
     rt, settings, world, monkeypatch, others_building
 ):
     """Alone, an export stores with two writers; while another build holds one of the two
-    slots (desk.work.exports.build_slot), its helper steps back and the lead stores every chunk."""
+    slots (desk.work.exports.build_slot), its helper steps back and the lead stores every chunk.
+    With one slot held, the helper always takes the free one first and the lead waits: it must
+    take the helper's slot when that frees, not wait for the one held until the export ends."""
     monkeypatch.setattr(export, "ROWS_PER_CHUNK", 4)
     assert rt.settings.export_build_slots == 2
-    other = await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True)
-    for slot in range(others_building):
-        await other.execute("SELECT pg_advisory_lock(%s, %s)", (exports.SLOT_LOCK, slot))
+    other = await slots.hold(settings, range(others_building))
+    if others_building:
+        monkeypatch.setattr(exports, "build_slot", _helper_first(settings, exports.build_slot))
     ids = []
     for i, title in enumerate(TITLES):
         assignee = world.staff if i % 2 else None  # NULL assignee: COPY's quoted empty cell
@@ -99,13 +106,32 @@ async def test_stored_csv_equals_copy_byte_for_byte(
             {"ids": ids[:8]},
         )
     try:
-        task = await _export(rt, world.staff, world.team, {})
+        # Bounded: a lead waiting for the slot held here would wait for ever.
+        task = await asyncio.wait_for(_export(rt, world.staff, world.team, {}), 60)
     finally:
         await other.close()
     stored = await _stored(rt, world.staff, task.id)
     assert stored == exports.HEADER + await _copy(settings, task)
     assert task.progress_current == task.progress_total == stored.count(b"\n") - 1 - 3
     assert await _chunks(rt, task.id) > 2
+
+
+def _helper_first(settings, build_slot):
+    """`build_slot` where the lead writer asks only once the helper holds a slot, and the helper
+    builds its first chunk only once the lead waits: the order that used to hang."""
+    helper_holds = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def ordered(conn, n: int, *, wait: bool):
+        if wait and not helper_holds.is_set():
+            await asyncio.wait_for(helper_holds.wait(), 30)
+        async with build_slot(conn, n, wait=wait) as held:
+            if held and not wait and not helper_holds.is_set():
+                helper_holds.set()
+                await wait_for(lambda: slots.waiting(settings), timeout=30, what="the lead waiting")
+            yield held
+
+    return ordered
 
 
 @pytest.mark.parametrize("rows", [0, 4, 8, 9])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -14,20 +13,9 @@ from desk.core.clock import utcnow
 from desk.work import exports, tasks
 from jobs.execution import execute
 from jobs.processors import export, registry
+from tests.desk import slots
 from tests.factories import add_ticket, bulk_tickets
 from tests.helpers import running_workers, wait_for
-
-_OURS = f"""locktype = 'advisory' AND classid = {exports.SLOT_LOCK}
-    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
-_SLOTS = f"""SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
-    FROM pg_locks WHERE {_OURS}"""
-_QUEUED = f"SELECT objid FROM pg_locks WHERE {_OURS} AND NOT granted"
-
-
-async def _slots(settings) -> tuple[int, int]:
-    async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as c:
-        held, waiting = await (await c.execute(_SLOTS)).fetchone()  # type: ignore[misc]
-    return int(held), int(waiting)
 
 
 async def _chunks(rt, task_id) -> int:
@@ -36,46 +24,80 @@ async def _chunks(rt, task_id) -> int:
         return int((await conn.execute(q, {"t": task_id})).scalar_one())
 
 
-async def _hold(settings, slots: range) -> psycopg.AsyncConnection:
-    """Another session (as another worker's builds would) holding these slots."""
-    other = await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True)
-    for s in slots:
-        await other.execute("SELECT pg_advisory_lock(%s, %s)", (exports.SLOT_LOCK, s))
-    return other
-
-
 async def test_an_export_waits_while_every_slot_is_held_elsewhere(rt, settings, world, monkeypatch):
     monkeypatch.setattr(export, "ROWS_PER_CHUNK", 4)
     for i in range(10):
         await add_ticket(rt, world.team, world.customer, f"Slot {i}")
-    other = await _hold(settings, range(rt.settings.export_build_slots))
+    other = await slots.hold(settings, range(rt.settings.export_build_slots))
     try:
         task = await tasks.create_export(rt, world.staff, world.team, {"q": "Slot"})
         run = asyncio.ensure_future(execute(rt, registry(), task.id, task.run))
         await wait_for(
-            lambda: _waiting(settings), timeout=30, what="the export waiting for a build slot"
+            lambda: slots.waiting(settings), timeout=30, what="the export waiting for a build slot"
         )
         assert not run.done() and await _chunks(rt, task.id) == 0, "no chunk built without a slot"
-        # Free the slot it queued on (the other stays held: it runs with one writer).
-        await other.execute(
-            "SELECT pg_advisory_unlock(%s, %s)", (exports.SLOT_LOCK, await _queued(settings))
-        )
+        # Free one slot (the other stays held: it runs with one writer).
+        await other.execute("SELECT pg_advisory_unlock(%s, 0)", (exports.SLOT_LOCK,))
         assert await asyncio.wait_for(run, 60) == "done"
     finally:
         await other.close()
     done = await tasks.get_task(rt, world.staff, task.id)
     assert done.progress_current == 10 and await _chunks(rt, task.id) == 3
-    assert await _slots(settings) == (0, 0), "every slot is given back"
+    assert await slots.slots(settings) == (0, 0), "every slot is given back"
 
 
-async def _queued(settings) -> int:
-    """The slot a writer waits for."""
-    async with await psycopg.AsyncConnection.connect(settings.libpq_url, autocommit=True) as c:
-        return int((await (await c.execute(_QUEUED)).fetchone())[0])  # type: ignore[index]
+async def test_a_waiter_takes_the_first_slot_that_frees(rt, settings):
+    """Every slot is held elsewhere; one frees while the others stay held for long (as a build
+    in another export, or this export's own caller, may hold them): the waiting writer takes it,
+    whichever it is, instead of waiting on one chosen slot."""
+    n = 4
+    other = await slots.hold(settings, range(n))
+    try:
+        async with rt.engine.connect() as conn:
+
+            async def build() -> None:
+                async with exports.build_slot(conn, n, wait=True) as held:
+                    assert held
+
+            run = asyncio.ensure_future(build())
+            await wait_for(lambda: slots.waiting(settings), timeout=30, what="a writer waiting")
+            # A slot nobody waits for by number: a wait on one chosen slot would never end here.
+            free = max(set(range(n)) - await slots.queued_on(settings))
+            await other.execute("SELECT pg_advisory_unlock(%s, %s)", (exports.SLOT_LOCK, free))
+            await asyncio.wait_for(run, 10)
+    finally:
+        await other.close()
+    assert await slots.slots(settings) == (0, 0)
+    assert await slots.waiters(settings) == 0
 
 
-async def _waiting(settings) -> bool:
-    return (await _slots(settings))[1] > 0
+async def test_a_writer_asking_again_queues_behind_a_waiter(rt, settings):
+    """One slot: A builds, B waits; A frees the slot and asks again at once. B builds next."""
+    order: list[str] = []
+    b_may_finish = asyncio.Event()
+    async with rt.engine.connect() as a, rt.engine.connect() as b:
+
+        async def build(name: str, conn, until: asyncio.Event | None = None) -> None:
+            async with exports.build_slot(conn, 1, wait=True) as held:
+                assert held
+                order.append(name)
+                if until is not None:
+                    await until.wait()
+
+        async with exports.build_slot(a, 1, wait=True) as held:
+            assert held
+            order.append("a")
+            waiter = asyncio.ensure_future(build("b", b, b_may_finish))
+            await wait_for(lambda: slots.waiting(settings), timeout=30, what="B waiting")
+        again = asyncio.ensure_future(build("a", a))
+        await wait_for(lambda: _has(order, 2), timeout=10, what="B building")
+        b_may_finish.set()
+        await asyncio.wait_for(asyncio.gather(waiter, again), 10)
+    assert order == ["a", "b", "a"]
+
+
+async def _has(order: list[str], n: int) -> bool:
+    return len(order) >= n
 
 
 async def test_a_failed_build_gives_its_slot_back(rt, settings, world, monkeypatch):
@@ -95,18 +117,19 @@ async def test_a_failed_build_gives_its_slot_back(rt, settings, world, monkeypat
     task = await tasks.create_export(rt, world.staff, world.team, {"q": "Broken"})
     assert await execute(rt, registry(), task.id, task.run) != "done"
     assert await _chunks(rt, task.id) == 0, "a failed export leaves no chunk behind"
-    assert await _slots(settings) == (0, 0), "the failed writer's slot is free again"
+    assert await slots.slots(settings) == (0, 0), "the failed writer's slot is free again"
 
 
-@pytest.mark.parametrize("slots", [1, 2])
-def test_build_slots_setting_is_validated(slots):
+@pytest.mark.parametrize("count", [1, 2])
+def test_build_slots_setting_is_validated(count):
     from desk.core.settings import ConfigError, load_settings
 
-    assert load_settings(export_build_slots=slots).export_build_slots == slots
+    assert load_settings(export_build_slots=count).export_build_slots == count
     with pytest.raises(ConfigError, match="EXPORT_BUILD_SLOTS"):
         load_settings(export_build_slots=0)
 
 
+@pytest.mark.slow
 async def test_two_worker_processes_share_one_budget(rt, settings, world, tmp_path):
     """One slot, two workers of one long slot each (so one export per worker). While another
     session holds the slot, both workers' exports queue for it in PostgreSQL (two processes
@@ -115,7 +138,7 @@ async def test_two_worker_processes_share_one_budget(rt, settings, world, tmp_pa
     rt.clock = utcnow
     await bulk_tickets(rt, world.team, world.customer, 50_000)
     env = {"export_build_slots": 1, "worker_long_slots": 1}
-    other = await _hold(settings, range(1))
+    other = await slots.hold(settings, range(1))
     try:
         with running_workers(settings, tmp_path, count=2, **env):
             first = await tasks.create_export(rt, world.staff, world.team, {})
@@ -129,18 +152,18 @@ async def test_two_worker_processes_share_one_budget(rt, settings, world, tmp_pa
             seen: list[int] = []
 
             async def completed() -> bool:
-                seen.append((await _slots(settings))[0])  # slots held, sampled meanwhile
+                seen.append((await slots.slots(settings))[0])  # slots held, sampled meanwhile
                 return await _all_completed(rt, (first.id, second.id))
 
             await wait_for(completed, timeout=120, interval=0.005, what="both exports completed")
     finally:
         await other.close()
     assert max(seen) <= 1, "one build slot for both worker processes"
-    assert await _slots(settings) == (0, 0)
+    assert await slots.slots(settings) == (0, 0)
 
 
 async def _waiting_at_least(settings, n: int) -> bool:
-    return (await _slots(settings))[1] >= n
+    return await slots.waiters(settings) >= n
 
 
 async def _all_completed(rt, ids) -> bool:

@@ -5,52 +5,20 @@ the promised table over the whole matrix, and one statement per question."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 from psycopg import sql
 
 from desk.core.errors import NotFound
 from desk.core.models import Role, TaskKind
-from desk.core.pg import Pg
 from desk.core.runtime import Runtime
 from desk.people import access, sessions
 from desk.reads import tasks as reads
 from desk.work import tasks
+from tests.counting import counting
+from tests.desk.visibility import KINDS, MISSING, PEOPLE, insert_task
 from tests.factories import World
-
-MISSING = 99_999
-PEOPLE = ("admin", "staff", "customer", "customer2", "outsider")
-KINDS = ("EXPORT", "REMINDER", "IMPORT", "NOOP")
-
-
-async def _task(rt: Runtime, kind: str, team: int, owner: int, ticket: int | None) -> int:
-    async with rt.engine.begin() as conn:
-        return int(
-            (
-                await conn.execute(
-                    sa.text(
-                        "INSERT INTO background_task (kind, team_id, owner_id, ticket_id, "
-                        "scope_key) VALUES (:k, :t, :o, :tk, gen_random_uuid()::text) RETURNING id"
-                    ),
-                    {"k": kind, "t": team, "o": owner, "tk": ticket},
-                )
-            ).scalar_one()
-        )
-
-
-@pytest.fixture
-async def ledger(rt: Runtime, world: World) -> dict[tuple[str, str], int]:
-    """One task of every kind owned by each Acme person: (kind, owner) -> id."""
-    out = {}
-    for kind, who in itertools.product(KINDS, ("admin", "staff", "customer")):
-        ticket = world.tickets["login"] if kind == "REMINDER" else None
-        out[(kind, who)] = await _task(rt, kind, world.team, getattr(world, who), ticket)
-    return out
 
 
 async def _role(rt: Runtime, user: int, team: int) -> Role | None:
@@ -107,7 +75,7 @@ async def test_reads_follow_the_promise_as_member_removed_and_of_another_team(
     form) as a member; then the same people's own tasks in a team they are not in; then removed."""
     other_of = {"admin": "staff", "staff": "admin", "customer": "staff"}
     elsewhere = {
-        (kind, who): await _task(rt, kind, world.other_team, getattr(world, who), None)
+        (kind, who): await insert_task(rt, kind, world.other_team, getattr(world, who), None)
         for kind, who in itertools.product(KINDS, other_of)
     }
     for who, other in other_of.items():
@@ -225,37 +193,6 @@ async def test_viewer_reads_session_person_teams_and_task_at_once(
 
 
 # --- what a question costs ------------------------------------------------------------------
-
-
-@contextmanager
-def counting(pg: Pg) -> Iterator[list[str]]:
-    """Every pool checkout ("checkout") and statement (its SQL) of `pg` while inside: a cursor
-    class that records each execute, put on the real connections as they are handed out."""
-    seen: list[str] = []
-
-    class Recording(psycopg.AsyncCursor[Any]):
-        async def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
-            seen.append(str(query))
-            return await super().execute(query, params, **kw)
-
-    pool = pg._pool
-    original = pool.connection
-
-    @asynccontextmanager
-    async def connection(*args: Any, **kw: Any) -> AsyncIterator[Any]:
-        seen.append("checkout")
-        async with original(*args, **kw) as conn:
-            before, conn.cursor_factory = conn.cursor_factory, Recording
-            try:
-                yield conn
-            finally:
-                conn.cursor_factory = before
-
-    pool.connection = connection  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        del pool.connection  # back to the class's method
 
 
 async def test_a_task_read_with_its_session_is_one_statement(

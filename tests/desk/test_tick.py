@@ -21,11 +21,10 @@ from desk.ledger import lanes
 from desk.people import sessions
 from desk.reads import tasks as reads
 from desk.reads import tick
-from tests.desk import test_reads
-from tests.desk.test_reads import MISSING, PEOPLE, counting
+from tests.counting import counting
+from tests.desk.visibility import MISSING, PEOPLE
 from tests.factories import World
 
-ledger = test_reads.ledger  # the fixture: one task of every kind owned by each Acme person
 WHO = (*PEOPLE, "removed")
 
 

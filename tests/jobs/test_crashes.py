@@ -1,5 +1,6 @@
 """Real worker processes: kill -9 mid-export, SIGTERM mid-task, and health following both."""
 
+import pytest
 import sqlalchemy as sa
 
 from desk.console import health
@@ -8,6 +9,8 @@ from desk.work import tasks
 from tests.factories import bulk_tickets
 from tests.helpers import WorkerProcess, running_workers, wait_for
 from tests.jobs.stall_helpers import kill_mid_work
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 
 async def _row(rt, task_id):

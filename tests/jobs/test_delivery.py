@@ -102,6 +102,7 @@ async def rt_private(settings, private_redis):
     await runtime.close()
 
 
+@pytest.mark.slow
 async def test_flushed_redis_loses_no_task(rt_private, world, tmp_path):
     rt = rt_private
     ids = [(await tasks.submit_noop(rt, world.staff, world.team)).id for _ in range(20)]
@@ -113,6 +114,7 @@ async def test_flushed_redis_loses_no_task(rt_private, world, tmp_path):
         )
 
 
+@pytest.mark.slow
 async def test_submit_while_redis_is_down_then_completes(
     rt_private, private_redis, world, tmp_path
 ):

@@ -1,6 +1,7 @@
 """kill -9 of a real worker mid-import: after rescue every external id exists once and the
 counts add up."""
 
+import pytest
 import sqlalchemy as sa
 
 from desk.core.clock import utcnow
@@ -8,6 +9,8 @@ from desk.imports import service as imports
 from desk.work import tasks
 from tests.helpers import WorkerProcess, running_workers, wait_for
 from tests.jobs.stall_helpers import kill_mid_work
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 ROWS = 60_000
 

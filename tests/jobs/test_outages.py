@@ -22,6 +22,8 @@ from tests.factories import bulk_tickets, make_world
 from tests.helpers import running_workers, wait_for, wait_until
 from tests.jobs.stall_helpers import all_status, assert_effects_once, open_tickets, rows
 
+pytestmark = pytest.mark.slow  # starts real worker or server processes
+
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:

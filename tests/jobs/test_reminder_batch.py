@@ -4,6 +4,7 @@ once per fired reminder, with the same skip reasons, through redelivery and a ki
 
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from desk.core.clock import utcnow
@@ -94,6 +95,7 @@ async def test_a_worker_killed_mid_batch_is_rescued_without_duplicates(rt, world
     }
 
 
+@pytest.mark.slow
 async def test_a_burst_fires_in_batches_on_a_real_worker(rt, world, settings, tmp_path):
     rt.clock = utcnow
     ids = await open_tickets(rt, world.team, world.customer, world.staff, 60)

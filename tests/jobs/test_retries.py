@@ -3,6 +3,7 @@
 import asyncio
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from desk.core.clock import utcnow
@@ -80,6 +81,7 @@ async def test_cancel_running_stops_at_next_progress_write(rt, world):
     assert row.status == "CANCELLED" and row.progress_current < 200
 
 
+@pytest.mark.slow
 async def test_retries_through_a_real_worker(rt, world, settings, tmp_path):
     rt.clock = utcnow
     task = await tasks.submit_noop(rt, world.staff, world.team, {"fail_times": 2})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
@@ -120,6 +121,7 @@ async def test_the_lane_takes_the_batch_claimed_jobs_out_of_the_queue(rt, world,
     assert await rows(rt, [t.id for t in batch]) == done, "nothing changed"
 
 
+@pytest.mark.slow
 async def test_a_batch_on_a_real_worker_completes_each_task_once(rt, world, settings, tmp_path):
     rt.clock = utcnow
     batch = await _noops(rt, world, 40)  # queued before any worker runs
@@ -145,6 +147,7 @@ async def _empty(rt) -> bool:
     return not await _queued(rt)
 
 
+@pytest.mark.slow
 async def test_kill_9_mid_batch_every_row_is_rescued_and_runs_once(
     rt, world, settings, tmp_path, engine
 ):

@@ -4,6 +4,8 @@ beside a long export. Each ends with exactly-once effects."""
 
 from datetime import timedelta
 
+import pytest
+
 from desk.console import health
 from desk.core.clock import utcnow
 from desk.work import reminders, tasks
@@ -17,6 +19,8 @@ from tests.jobs.stall_helpers import (
     plant_orphans,
     rows,
 )
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 
 async def test_repeated_kill_9_while_jobs_are_in_flight(rt, world, settings, tmp_path):

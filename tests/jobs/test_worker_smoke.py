@@ -1,5 +1,9 @@
+import pytest
+
 from desk.work import tasks
 from tests.helpers import running_workers, wait_for
+
+pytestmark = pytest.mark.slow  # starts real worker or server processes
 
 
 async def test_real_worker_completes_an_export(rt, world, tmp_path, settings):

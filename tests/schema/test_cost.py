@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from desk.work import reminders
+from tests.counting import engine_statements as counting
 from tests.helpers import wait_for
-from tests.schema.test_n_plus_one import counting
 
 PAGE = """query($t: ID!) { tickets(teamId: $t, first: 200) { nodes {
   id pendingReminder { id } team { members { role } } creator { displayName }

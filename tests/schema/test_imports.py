@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from desk.imports import service as imports
 from desk.people import users
-from tests.schema.test_tasks import _run
+from tests.helpers import run_task as _run
 
 START = """mutation($team: ID!, $upload: ID!, $mode: ImportMode!) {
   startImport(teamId: $team, uploadId: $upload, mode: $mode) {

@@ -3,12 +3,8 @@ number of rows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import sqlalchemy as sa
-
 from desk.work import reminders
+from tests.counting import engine_statements as counting
 from tests.factories import add_ticket
 
 TASKS = """query($t: ID!, $n: Int!) { tasks(teamId: $t, first: $n) { edges { node {
@@ -19,21 +15,6 @@ TASKS = """query($t: ID!, $n: Int!) { tasks(teamId: $t, first: $n) { edges { nod
 TICKETS = """query($t: ID!, $n: Int!) { tickets(teamId: $t, first: $n) { edges { node {
   title creator { displayName } assignee { displayName } team { name }
 } } } }"""
-
-
-@contextmanager
-def counting(engine: sa.ext.asyncio.AsyncEngine) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "FROM web_session" not in statement:  # the cookie's session lookup: once a request
-            statements.append(statement)
-
-    sa.event.listen(engine.sync_engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine.sync_engine, "before_cursor_execute", count)
 
 
 async def _reminders(rt, world, n: int) -> None:

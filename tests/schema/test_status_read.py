@@ -12,7 +12,7 @@ from schema.app import ALLOWED_OPERATIONS, status_read
 from schema.executor import Runner
 from schema.hardening import LIMIT_RULES
 from schema.root import build_schema
-from tests.desk.test_reads import counting
+from tests.counting import counting
 
 STATUS = "query($id: ID!) { task(id: $id) { id status statusLabel downloadUrl } }"
 WITH_MORE = "query($id: ID!) { task(id: $id) { id status } me { id } }"

@@ -8,11 +8,9 @@ import io
 
 import pytest
 
-from desk.console import task_admin as ops
 from desk.work import reminders, tasks
-from jobs.execution import execute
-from jobs.processors import registry
 from schema.context import Context
+from tests.helpers import run_task as _run
 from tests.schema.run import run
 from tests.schema.scene import make_scene
 from web.auth import Caller
@@ -22,12 +20,6 @@ TASK = """query($id: ID!) { task(id: $id) {
   runAt createdAt startedAt finishedAt resultSummary expiresAt downloadUrl canCancel canRetry
   owner { id displayName } ticket { id title } team { id name }
 } }"""
-
-
-async def _run(rt, task_id: int) -> None:
-    """What a worker does with the task's message, in this process."""
-    row = await ops.get(rt, task_id)
-    assert await execute(rt, registry(), task_id, row.run) == "done"
 
 
 async def test_export_download_is_the_owners_until_it_expires(api, rt, world, clock) -> None:

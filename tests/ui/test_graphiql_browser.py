@@ -12,7 +12,7 @@ import pytest
 from desk.core.clock import utcnow
 from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
 
-pytestmark = [pytest.mark.browser, needs_chromium]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 ME = "{ me { displayName memberships { role team { name } } } }"

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from desk.work import reminders, tasks
-from tests.desk.test_reads import counting
+from tests.counting import counting
 
 MISSING = 99_999
 
