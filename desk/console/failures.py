@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.console.overview import task_in_scope
 from desk.core.errors import NotFound, ValidationProblem
-from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.models import BackgroundTask, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import accept as ledger
 from desk.people import audit
@@ -161,10 +161,7 @@ async def _cancel_one(conn: AsyncConnection, task_id: int, now: datetime) -> Bac
     task = await ledger.get(conn, task_id, lock=True)
     if task is None or task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
         return None
-    if task.kind == TaskKind.REMINDER and task.ticket_id is not None:
-        # As desk.work.tasks.cancel_task does: a bumped revision means no copy of it can ever fire.
-        await ledger.bump_reminder_revision(conn, task.ticket_id)
-    return await ledger.cancel(conn, task_id, now=now)
+    return await ledger.cancel_task(conn, task, now=now)
 
 
 # --- one task -------------------------------------------------------------------------------
