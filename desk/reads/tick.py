@@ -53,7 +53,9 @@ _AT = {c: i for i, c in enumerate(BRANCH[1:])}  # in a branch's row without its 
 _TITLE, _PAUSED, _ROLE, _WHOLE = (
     _AT[c] for c in ("ticket_title", "paused", "member_role", "whole")
 )
-_KIND, _OWNER, _TEAM, _UPDATED = (_AT[c] for c in ("kind", "owner_id", "team_id", "updated_at"))
+_ID, _KIND, _OWNER, _TEAM, _UPDATED = (
+    _AT[c] for c in ("id", "kind", "owner_id", "team_id", "updated_at")
+)
 # The list branch's rows start as `reads.list_sql`'s do: `reads.page_of` reads them as they are.
 assert BRANCH[1 : 1 + len(reads.LIST_ROW)] == reads.LIST_ROW
 
@@ -104,7 +106,7 @@ _ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
     """`reads._hit`'s rule (missing, not a member, not theirs to see: None), without decoding."""
     role = data[_ROLE]
-    if data[0] is None or role is None:
+    if data[_ID] is None or role is None:
         return None
     member = access.Member(reader, data[_TEAM], _ROLES[role])
     if not access.can_see_task(member, data[_KIND], data[_OWNER]):
@@ -271,13 +273,13 @@ async def tick(
         part, task = data[at], data[at + 1 :]
         if part == 1:
             row = _row(task, person.id)
-            if row is not None and (row.whole or task[0] not in rows):  # an id watched twice
-                rows[task[0]] = row
+            if row is not None and (row.whole or task[_ID] not in rows):  # an id watched twice
+                rows[task[_ID]] = row
         elif part == 2:
             member = True
             listed.append(task)
     page = None
     if listing is not None and member:
-        listed.sort(key=lambda r: -(r[0] or 0))  # newest first, as `reads.list_tasks` reads them
+        listed.sort(key=lambda r: -(r[_ID] or 0))  # newest first, as `reads.list_tasks` reads them
         page = reads.page_of(listed, listing.first)
     return Tick(session, rows, page, head[_H["list_team"]])
