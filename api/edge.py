@@ -8,7 +8,7 @@ For each HTTP request, in this order (lifespan, websockets and other scopes pass
 3. its request id (api/observe.py), bound for logging and sent back in `X-Request-ID`;
 4. the body cap (api/limits.py), counted while the body is read;
 5. the security headers (api/headers.py) on the answer;
-6. the polled fragments' short way (ui.fast), tried before the router;
+6. the polled fragments' handlers (ui.polled), called before the router;
 7. its duration metric and its log line, by route template (api/observe.py).
 
 Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
@@ -31,11 +31,12 @@ from api import headers as sec
 from api import limits, observe, overload
 from desk.core import logs, metrics, tracing
 from desk.core.settings import Settings
-from ui.fast import Raw
+from ui.polled import Raw
 
 log = logging.getLogger("taskdesk.http")
 REQUEST_ID = b"x-request-id"
-# The short way: (scope, receive) -> its answer (a `Raw` or an ASGI app), or None: declined.
+# The polled fragments' handlers: (scope, receive) -> the answer (a `Raw` or an ASGI app), or
+# None for a request they do not answer.
 Short = Callable[[Scope, Receive], Awaitable[Any]]
 
 

@@ -1,5 +1,5 @@
-"""The polling schedule of a task row (DESIGN.md §6): 1, 1, 2, 2, 5, 5, 5, then every 10 s,
-and the page watcher's tick built from it (issue 11).
+"""The polling schedule of a task row (docs/architecture.md, "Polling"): 1, 1, 2, 2, 5, 5, 5,
+then every 10 s, and the page watcher's tick built from it.
 
 The server computes the next delay from how long the row has been watched (`since`, a server
 timestamp carried in the row's URL), so a reload or a new tab starts the schedule again and a
