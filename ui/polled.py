@@ -113,7 +113,7 @@ class Polled:
         if scope.get("route") is None:
             scope["route"] = self._route(which)  # the request log and metrics name it
         if which == ROW:
-            scope["path_params"] = {"task_id": scope["path"][7:]}
+            scope["path_params"] = {"task_id": scope["path"][len("/tasks/") :]}
         request = Request(scope, receive)
         try:
             if which == WATCH:
