@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from desk.core import logs, tracing
 from desk.core.runtime import Runtime
 from desk.core.settings import ConfigError, Env, Settings, load_settings
-from ui.fast import FastFragments
+from ui.polled import Polled
 from web import errors
 from web.edge import Edge
 
@@ -57,7 +57,7 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
 
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
     # GraphQL first: routes are matched in order and /graphql is the busiest routed path (the
-    # pages' polled fragments take ui.fast's short way before any routing). No path overlaps.
+    # pages' polled fragments are answered by ui.polled before any routing). No path overlaps.
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_plain_routes,
@@ -134,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (web/errors.py)
     # One layer for what every request gets (web/edge.py): the in-flight bound, request id, log
-    # line and metric, body cap, security headers; and the polled fragments' short way (ui.fast).
-    app.add_middleware(Edge, settings=settings, prod=prod, short=FastFragments())
+    # line and metric, body cap, security headers; and the polled fragments' handlers (ui.polled).
+    app.add_middleware(Edge, settings=settings, prod=prod, short=Polled())
     mount(app, settings)
     return app

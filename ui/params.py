@@ -1,13 +1,13 @@
-"""One statement of a polled route's query parameters, read by both ways in (issue 11).
+"""The polled routes' query parameters, each declared once (its name, default and limits).
 
-`GET /watch` and `GET /tasks/{id}` are answered by their FastAPI routes and, in the plain case,
-by the short way (ui.fast) that skips the router. Each parameter is declared once here (its
-name, default and limits); the route builds its `Query(...)` from it and the short way checks a
-raw value against it, so a limit cannot change in one place only.
+`GET /watch` and the htmx `GET /tasks/{id}` are answered by raw handlers (ui.polled) that read
+their query here; the row's page (`GET /tasks/{id}` without htmx) builds its `Query(...)` from the
+same declaration, so a limit cannot change in one place only.
 
-The short way is stricter than the route on purpose: it takes only the plain spelling of a
-value (no sign on a positive number, no leading zeros, no exponent) and raises `Declined` for
-anything else, so the router answers every odd or refused value as it always has.
+`read` takes only the plain spelling of a value (no sign on a positive number, no leading zeros,
+no exponent), without a validator, and raises `Declined` for anything else. `strict` reads an odd
+query as a FastAPI route would, with pydantic, and refuses what the route refuses with the same
+400 and message (ui.route): the pages' answers to odd input do not depend on which reader ran.
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import Query
+from pydantic import Field, TypeAdapter, ValidationError
+
+from desk.core.errors import NotFound, ValidationProblem
 
 _INT = re.compile(r"-?(0|[1-9][0-9]{0,17})")
 _FLOAT = re.compile(r"[0-9]{1,15}(\.[0-9]{1,9})?")  # no sign: the router reads those
@@ -114,3 +118,66 @@ def read(
     for key, scalar in scalars.items():
         out[key] = scalar.read(raw[key]) if key in raw else scalar.default
     return out
+
+
+@cache
+def _adapter(spec: Scalar | Repeated) -> TypeAdapter[Any]:
+    """The validator a route builds from the spec's `Query(...)`, for one raw value."""
+    kind: Any
+    if isinstance(spec, Number):
+        kind = Annotated[float if spec.real else int, Field(ge=spec.ge, le=spec.le)]
+    elif isinstance(spec, Text):
+        pattern = "^(" + "|".join(map(re.escape, spec.choices)) + ")$" if spec.choices else None
+        kind = Annotated[str, Field(max_length=spec.max_length, pattern=pattern)]
+    else:
+        kind = Annotated[list[str], Field(max_length=spec.max_items)]
+    return TypeAdapter(kind)
+
+
+def _refused(name: str, error: ValidationError) -> ValidationProblem:
+    """A refused parameter as a page route says it (ui.route): 400, pydantic's message."""
+    problem = ValidationProblem(name, str(error.errors()[0]["msg"]))
+    problem.http_status = 400
+    return problem
+
+
+def path_id(raw: str) -> int:
+    """A path's `{…_id}` as a route's `int` reads it; anything else does not exist (404)."""
+    try:
+        return int(_ID_ADAPTER.validate_python(raw))
+    except ValidationError:
+        raise NotFound() from None
+
+
+_ID_ADAPTER: TypeAdapter[int] = TypeAdapter(int)
+
+
+def strict(
+    scope: Mapping[str, Any],
+    scalars: dict[str, Scalar],
+    repeated: dict[str, Repeated] | None = None,
+) -> dict[str, Any]:
+    """The query as `read` gives it, for any spelling the route takes; a value the route refuses
+    raises its 400 (the first in the route's order: the repeated ones, then the scalars)."""
+    repeated = repeated or {}
+    by_name = {spec.name: key for key, spec in scalars.items()}
+    lists = {spec.name: key for key, spec in repeated.items()}
+    raw: dict[str, str] = {}
+    out: dict[str, Any] = {key: [] for key in repeated}
+    for name, value in query_pairs(scope):
+        if name in lists:
+            out[lists[name]].append(value)
+        elif name in by_name:
+            raw[by_name[name]] = value
+    for key, spec in repeated.items():
+        out[key] = _checked(spec, out[key])
+    for key, scalar in scalars.items():
+        out[key] = _checked(scalar, raw[key]) if key in raw else scalar.default
+    return out
+
+
+def _checked(spec: Scalar | Repeated, value: Any) -> Any:
+    try:
+        return _adapter(spec).validate_python(value)
+    except ValidationError as error:
+        raise _refused(spec.name, error) from None

@@ -143,8 +143,8 @@ _FRAGMENT_HEADERS = [
 
 
 def fragment_raw(html: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """`fragment(html)`'s body and headers without building a Response (the polled row's short
-    way, ui.fast); tests/ui/test_fast_fragments.py holds the two to the same bytes."""
+    """`fragment(html)`'s body and headers without building a Response (the polled row,
+    ui.tasks_routes.polled_row); tests/api/test_edge.py holds the two to the same bytes."""
     body = html.encode("utf-8")
     return body, [(b"content-length", str(len(body)).encode()), *_FRAGMENT_HEADERS]
 

@@ -1,9 +1,10 @@
 """Tasks: the tasks page and panel, one task's row, Export, Cancel and Retry.
 
 The page's watcher (`ui.watch`, `GET /watch`) follows unfinished rows on the schedule in
-`ui.polling`. `GET /tasks/{id}?since=…` answers one row (its Refresh button, a bookmark): the row
-with its watch attributes, or — once the task has finished — a row without them plus an
-`HX-Trigger: task-finished` header so the ticket's reminder box refreshes itself.
+`ui.polling`. `GET /tasks/{id}?since=…` for htmx answers one row (its Refresh button, a bookmark),
+by `polled_row` alone (a raw handler, ui.polled): the row with its watch attributes, or — once
+the task has finished — a row without them plus an `HX-Trigger: task-finished` header so the
+ticket's reminder box refreshes itself. Without htmx it is a small page (`task_page`).
 """
 
 from __future__ import annotations
@@ -15,22 +16,35 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from desk.core.errors import QuotaExceeded, TaskConflict, ValidationProblem
+from desk.core.inputs import optional_id
 from desk.core.models import TaskStatus
+from desk.reads import tasks as reads
 from desk.work import tasks
-from ui import params, task_lists
-from ui.render import fragment, is_htmx, render, row_fragment
+from ui import i18n, params, task_lists
+from ui.params import Declined
+from ui.polled import PLAIN_ID, Answer, PolledRoute, Raw, header
+from ui.render import fragment_raw, is_htmx, render, row_fragment
 from ui.route import UiRoute, redirect
 from ui.taskview import TaskView
 from ui.tickets_routes import filter_input
-from ui.viewer import FragmentViewer, PageViewer, Viewer, load_teams
-from web.auth import RuntimeDep
+from ui.viewer import (
+    FragmentViewer,
+    PageViewer,
+    Viewer,
+    fragment_viewer,
+    load_teams,
+    team_cookie,
+    viewer_of,
+    zone,
+)
+from web.auth import RuntimeDep, session_secret
 from web.errors import retry_after_headers
 
 router = APIRouter(route_class=UiRoute)
 
 NOT_FILTERS = ("csrf_token", "idempotency_key")
 Limit = Annotated[int, Query(ge=1, le=task_lists.PAGE_SIZE)]
-# The row poll's query, declared once for the route and the short way (ui.fast).
+# The row's query, declared once for the poll (`polled_row`) and the page (`task_page`).
 SINCE = params.Number("since", None, ge=0, real=True)
 ROW_PARAMS: dict[str, params.Scalar] = {"since": SINCE}
 
@@ -67,24 +81,64 @@ def _finished_headers(row: TaskView) -> dict[str, str]:
     return {"HX-Trigger": json.dumps({"task-finished": event})}
 
 
-@router.get("/tasks/{task_id}")
-async def task_row(
+async def task_page(
     request: Request,
     task_id: int,
     rt: RuntimeDep,
     v: FragmentViewer,
     since: Annotated[float | None, SINCE.query()] = SINCE.default,
 ) -> HTMLResponse:
-    """One task: its row for htmx (the polling answer), a small page otherwise."""
+    """One task as a small page; htmx's row (the polling answer) is `polled_row`'s."""
     row = await task_lists.row(rt, v.user_id, task_id, since, found=v.task)
-    if is_htmx(request) and row.active:
-        return fragment(row_fragment(v.locale, row, v.tz))
-    if is_htmx(request):
-        return render(
-            request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)
-        )
     full = await load_teams(rt, v)
     return render(request, "task.html", {"v": full, "row": row})
+
+
+router.add_api_route(
+    "/tasks/{task_id}", task_page, methods=["GET"], route_class_override=PolledRoute
+)
+
+
+async def polled_row(request: Request) -> Answer:
+    """The htmx row of `GET /tasks/{task_id}`: the session, its user and the task in one
+    statement (`desk.reads.tasks.viewer`), the row from the render cache. An unfinished row,
+    the polled answer, is made from that read alone (no Viewer: the row shows no team nor
+    header); a finished row's trigger and every refusal go by the Viewer (ui.polled)."""
+    rt = request.app.state.runtime
+    raw = request.path_params["task_id"]
+    try:
+        since = params.read(request.scope, ROW_PARAMS)["since"]
+        task_id = optional_id(raw) if PLAIN_ID.fullmatch(raw) else None
+        if task_id is None:
+            raise Declined
+    except Declined:  # an odd spelling: read as a route reads it, after the session
+        v = await fragment_viewer(request, rt)  # signed out: to sign in, whatever the query
+        task_id = params.path_id(raw)
+        since = params.strict(request.scope, ROW_PARAMS)["since"]
+        return _htmx_row(request, v, await task_lists.row(rt, v.user_id, task_id, since))
+    secret = session_secret(rt, request)
+    seen = await reads.viewer(rt.pg, secret, rt.clock(), task_id=task_id) if secret else None
+    row = None
+    if seen is not None and seen.task is not None and seen.task.task is not None:
+        person = seen.person
+        row = await task_lists.row(rt, person.id, task_id, since, found=seen.task)
+        if row.active:
+            locale = i18n.pick(person.locale, header(request.scope, b"accept-language"))
+            body, headers = fragment_raw(row_fragment(locale, row, zone(person.timezone)))
+            return Raw(200, headers, body)
+    v = viewer_of(request, seen, team_cookie(request))  # signed out: LoginRequired
+    if row is None:
+        row = await task_lists.row(rt, v.user_id, task_id, since, found=v.task)  # NotFound
+    return _htmx_row(request, v, row)
+
+
+def _htmx_row(request: Request, v: Viewer, row: TaskView) -> Answer:
+    if row.active:
+        body, headers = fragment_raw(row_fragment(v.locale, row, v.tz))
+        return Raw(200, headers, body)
+    return render(
+        request, "tasks.html", {"v": v, "row": row}, block="row", headers=_finished_headers(row)
+    )
 
 
 @router.post("/tasks/{task_id}/cancel")

@@ -1,4 +1,4 @@
-"""The page watcher (issue 11): one `GET /watch` per tick for everything a page shows that
+"""The page watcher: one `GET /watch` per tick for everything a page shows that
 changes by itself — its unfinished task rows, the notification bell, the worker badge and the
 task list's "anything newer?" check.
 
@@ -10,6 +10,9 @@ the `task-finished` event the ticket page and the bell listen for. Every answer 
 `X-Poll-In` when to ask again (ui.polling.tick_in); ui/static/ui.js keeps the timer.
 
 A row the viewer may not see answers exactly as a row that does not exist: "gone".
+
+`polled` is the route's only handler, raw ASGI (ui.polled): the edge calls it before any
+routing, and the route hands it every GET.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
@@ -34,17 +37,18 @@ from desk.reads import tasks as reads
 from desk.reads import tick
 from desk.reads.tasks import TaskPage
 from ui import params, polling, task_lists, viewer
+from ui.params import Declined
+from ui.polled import PolledRoute
 from ui.render import render_html
-from ui.route import UiRoute
 from ui.taskview import TaskView
-from ui.viewer import BellViewer, Viewer
-from web.auth import RuntimeDep, session_secret
+from ui.viewer import Viewer
+from web.auth import session_secret
 
-router = APIRouter(route_class=UiRoute)
+router = APIRouter(route_class=PolledRoute)
 
 MAX_ROWS = 60
 LISTS = {"tasks": None, "imports": TaskKind.IMPORT}
-# The query, declared once for the route and the short way (ui.fast).
+# The query, declared once (ui.params reads it).
 ROWS = params.Repeated("r", MAX_ROWS)
 PARAMS: dict[str, params.Scalar] = {
     "bell": params.Number("bell", None, ge=-1),
@@ -209,23 +213,24 @@ async def _health(rt: Runtime, v: Viewer, shown: str, ctx: dict[str, Any]) -> li
     return [render_html(v.locale, "base.html", ctx | {"health": report}, "health")]
 
 
-_P = PARAMS
-
-
 @router.get("/watch")
-async def watch(
-    request: Request,
-    rt: RuntimeDep,
-    v: BellViewer,  # the router's way only: a signed-out page is sent to sign in first
-    r: Annotated[list[str], ROWS.query()] = [],  # noqa: B006 - FastAPI copies query defaults
-    bell: Annotated[int | None, _P["bell"].query()] = _P["bell"].default,
-    health_v: Annotated[str | None, _P["health_v"].query()] = _P["health_v"].default,
-    list_name: Annotated[str | None, _P["list_name"].query()] = _P["list_name"].default,
-    newest: Annotated[int, _P["newest"].query()] = _P["newest"].default,
-    limit: Annotated[int, _P["limit"].query()] = _P["limit"].default,
-) -> Response:
-    """The route (for what the short way, ui.fast, declines): the same answer as `answer`."""
-    return await answer(request, rt, r, bell, health_v, list_name, newest, limit)
+async def watch(request: Request) -> Response:
+    """The route: its GETs are `polled`'s (PolledRoute), its other methods are refused."""
+    return await polled(request)
+
+
+async def polled(request: Request) -> Response:
+    """`GET /watch`: the query read in its plain spelling, or — when odd — as a route reads it,
+    after the session (a signed-out page is sent to sign in first); then `answer`."""
+    rt = request.app.state.runtime
+    try:
+        query = params.read(request.scope, PARAMS, {"r": ROWS})
+        watched = [parse_row(t) for t in query.pop("r")]
+    except (Declined, ValidationProblem):
+        await viewer.fragment_viewer(request, rt)
+        query = params.strict(request.scope, PARAMS, {"r": ROWS})
+        watched = [parse_row(t) for t in query.pop("r")]
+    return await answer(request, rt, watched, **query)
 
 
 async def _read(
@@ -257,7 +262,7 @@ async def _read(
 async def answer(
     request: Request,
     rt: Runtime,
-    r: list[str],
+    watched: list[Watched],
     bell: int | None = None,
     health_v: str | None = None,
     list_name: str | None = None,
@@ -265,7 +270,6 @@ async def answer(
     limit: int = task_lists.PANEL_SIZE,
 ) -> Response:
     """204 when nothing the page shows changed; else the changed fragments, out of band."""
-    watched = [parse_row(t) for t in r]
     v, found = await _read(request, rt, watched, list_name, newest, limit)
     changes = await _rows(rt, v, watched, found.rows)
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}

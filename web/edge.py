@@ -9,7 +9,7 @@ For each HTTP request, in this order (lifespan, websockets and other scopes pass
 3. its request id (web/observe.py), bound for logging and sent back in `X-Request-ID`;
 4. the body cap (web/limits.py), counted while the body is read;
 5. the security headers (web/headers.py) on the answer;
-6. the polled fragments' short way (ui.fast), tried before the router;
+6. the polled fragments' handlers (ui.polled), called before the router;
 7. its duration metric and its log line, by route template (web/observe.py).
 
 Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
@@ -36,18 +36,24 @@ from web import limits, observe, overload
 
 log = logging.getLogger("taskdesk.http")
 REQUEST_ID = b"x-request-id"
-# The short way: (scope, receive) -> its answer (a `Raw` or an ASGI app), or None: declined.
+# The polled fragments' handlers: (scope, receive) -> the answer (a `Raw` or an ASGI app), or
+# None for a request they do not answer.
 Short = Callable[[Scope, Receive], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class Raw:
-    """An answer as bytes, as the short way (ui.fast) gives it: `headers` are the app's own
-    (none of the security headers, no X-Request-ID: the edge adds those)."""
+    """An answer as bytes: `headers` are the app's own (none of the security headers, no
+    X-Request-ID: the edge adds those)."""
 
     status: int
     headers: list[tuple[bytes, bytes]]
     body: bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """As an ASGI answer (the route's way, without the edge)."""
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 def new_request_id() -> str:
