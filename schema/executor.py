@@ -28,9 +28,13 @@ tests/schema/test_executor_adapter.py (which fails when one changes):
 - Strawberry's `validate_document` (its validation with its own MaybeNull and OneOf rules; not
   exported). It can go with the cache, if Strawberry's ValidationCache stops hashing documents.
 - graphql-core's executor attribute `async_helpers` (`_acyclic`): replaced per executor to break
-  a reference cycle. It can go when graphql-core's ExecutionContext stops holding its own bound
+  a reference cycle. It can go when graphql-core's `Executor` stops holding its own bound
   methods (still so in 3.3.2; the cost of the collector under async resolvers is
   graphql-python/graphql-core#190).
+Public, if undocumented: Strawberry's `execution_context_class` (a constructor argument) and
+`optimized_is_awaitable` (exported by its module), passed to `execute` as Strawberry passes them.
+Errors go through the schema's public `process_errors` hook, and `schema.status_read` tells a
+default resolver by Strawberry's public `is_default_resolver`.
 """
 
 from __future__ import annotations
