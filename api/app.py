@@ -96,7 +96,7 @@ def create_served_app() -> FastAPI:
     tracing.setup(settings, "taskdesk-web")
     app = create_app(settings)
     # The cyclic collector stalls every request in flight while it runs. Requests leave no
-    # cycles (schema.lean), yet at the default threshold (700 net allocations) the objects of
+    # cycles (schema.executor), yet at the default threshold (700 net allocations) the objects of
     # the 16 requests in flight set off ~36 young passes a second, each promoting them, and so a
     # full pass over the whole heap every few seconds (126-158 ms each under the trigger's load,
     # measured). A young pass every 10,000: about one every few seconds there.

@@ -15,7 +15,7 @@ STATIC = Path(__file__).parent / "static"
 
 
 def mount(app: FastAPI) -> None:
-    # Imported here so that importing one page module (ui.fast, at the app's import) does not
+    # Imported here so that importing one page module (ui.polled, at the app's import) does not
     # load every page and the templates.
     from ui import (
         admin_routes,
