@@ -94,15 +94,11 @@ def query_pairs(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
     return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
 
 
-def read(
-    scope: Mapping[str, Any],
-    scalars: dict[str, Scalar],
-    repeated: dict[str, Repeated] | None = None,
-) -> dict[str, Any]:
-    """The query as the route's keyword arguments (keys of `scalars` / `repeated`), the last
-    value of a scalar winning as for the route; Declined where the route would refuse it or
-    might read it otherwise. Unknown parameters are ignored, as the route ignores them."""
-    repeated = repeated or {}
+def _sorted_out(
+    scope: Mapping[str, Any], scalars: dict[str, Scalar], repeated: dict[str, Repeated]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The query's values by the route's keyword: (the last raw value of each scalar, every
+    value of each repeated one); unknown parameters dropped, as the route drops them."""
     by_name = {spec.name: key for key, spec in scalars.items()}
     lists = {spec.name: key for key, spec in repeated.items()}
     raw: dict[str, str] = {}
@@ -112,6 +108,19 @@ def read(
             out[lists[name]].append(value)
         elif name in by_name:
             raw[by_name[name]] = value
+    return raw, out
+
+
+def read(
+    scope: Mapping[str, Any],
+    scalars: dict[str, Scalar],
+    repeated: dict[str, Repeated] | None = None,
+) -> dict[str, Any]:
+    """The query as the route's keyword arguments (keys of `scalars` / `repeated`), the last
+    value of a scalar winning as for the route; Declined where the route would refuse it or
+    might read it otherwise. Unknown parameters are ignored, as the route ignores them."""
+    repeated = repeated or {}
+    raw, out = _sorted_out(scope, scalars, repeated)
     for key, spec in repeated.items():
         if len(out[key]) > spec.max_items:
             raise Declined
@@ -160,15 +169,7 @@ def strict(
     """The query as `read` gives it, for any spelling the route takes; a value the route refuses
     raises its 400 (the first in the route's order: the repeated ones, then the scalars)."""
     repeated = repeated or {}
-    by_name = {spec.name: key for key, spec in scalars.items()}
-    lists = {spec.name: key for key, spec in repeated.items()}
-    raw: dict[str, str] = {}
-    out: dict[str, Any] = {key: [] for key in repeated}
-    for name, value in query_pairs(scope):
-        if name in lists:
-            out[lists[name]].append(value)
-        elif name in by_name:
-            raw[by_name[name]] = value
+    raw, out = _sorted_out(scope, scalars, repeated)
     for key, spec in repeated.items():
         out[key] = _checked(spec, out[key])
     for key, scalar in scalars.items():
