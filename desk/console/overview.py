@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from desk.console import task_admin as ops
+from desk.console import task_admin
 from desk.console.task_admin import OpsRow
 from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
@@ -320,7 +320,7 @@ async def search(
             clauses.append(clause)
             params[name] = value
     params["lim"] = limit
-    return await ops.rows_where(rt, clauses, params)
+    return await task_admin.rows_where(rt, clauses, params)
 
 
 def _like(text: str) -> str:

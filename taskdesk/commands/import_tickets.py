@@ -48,13 +48,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(rt: Any, args: argparse.Namespace) -> int:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.core.errors import TaskConflict
     from desk.imports import service as imports
 
-    team = await ops.team_id_by_name(rt, args.team)
+    team = await task_admin.team_id_by_name(rt, args.team)
     user = (
-        await ops.user_id_by_email(rt, args.user) if args.user else await ops.first_admin(rt, team)
+        await task_admin.user_id_by_email(rt, args.user)
+        if args.user
+        else await task_admin.first_admin(rt, team)
     )
     try:
         task = await imports.submit_import(

@@ -34,10 +34,10 @@ def _read_password() -> str:
 
 
 async def _set(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.people import users
 
     password = _read_password()
-    user_id = await ops.user_id_by_email(rt, args.user)
+    user_id = await task_admin.user_id_by_email(rt, args.user)
     ended = await users.set_password(rt, user_id, password)
     print(f"password of {args.user} changed; {ended} session(s) ended", file=sys.stderr)

@@ -76,10 +76,10 @@ def _when(value: datetime | None) -> str:
 
 
 async def _list(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.work.tasks import status_label
 
-    rows = await ops.list_tasks(
+    rows = await task_admin.list_tasks(
         rt, status=args.status, kind=args.kind, team=args.team, limit=args.limit
     )
     print(
@@ -97,11 +97,10 @@ async def _list(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _show(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import health
-    from desk.console import task_admin as ops
+    from desk.console import health, task_admin
     from desk.ledger.lanes import lane_of
 
-    task = await ops.get(rt, args.id)
+    task = await task_admin.get(rt, args.id)
     for name in FIELDS:
         value = getattr(task, name)
         print(f"{name:>18}: {_when(value) if isinstance(value, datetime) else value}")
@@ -111,34 +110,34 @@ async def _show(rt: Any, args: argparse.Namespace) -> None:
     print(f"{'in redis':>18}: {await rt.queue.describe(task.id, task.run, task.sends, lane)}")
     report = await health.check(rt)
     print(
-        f"{'diagnosis':>18}: {ops.diagnose(task, report, rt.clock(), rt.settings.redelivery_seconds)}"
+        f"{'diagnosis':>18}: {task_admin.diagnose(task, report, rt.clock(), rt.settings.redelivery_seconds)}"
     )
     print(f"{'workers alive':>18}: {len(report.workers)}; queue depth {report.queue_depth}")
 
 
 async def _cancel(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
 
-    task = await ops.cancel(rt, args.id)
+    task = await task_admin.cancel(rt, args.id)
     print(
         f"task {task.id}: {task.status}{' (stop requested)' if task.cancel_requested and task.status == 'RUNNING' else ''}"
     )
 
 
 async def _retry(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
 
-    task = await ops.retry(rt, args.id)
+    task = await task_admin.retry(rt, args.id)
     print(f"task {task.id}: {task.status}, run {task.run}")
 
 
 async def _export(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.core.errors import TaskConflict
     from desk.work import tasks
 
-    user = await ops.user_id_by_email(rt, args.user)
-    team = await ops.team_id_by_name(rt, args.team)
+    user = await task_admin.user_id_by_email(rt, args.user)
+    team = await task_admin.team_id_by_name(rt, args.team)
     filters = {
         "status": args.status or [],
         "priority": args.priority or [],
@@ -154,10 +153,10 @@ async def _export(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _remind(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.work import reminders
 
-    user = await ops.user_id_by_email(rt, args.user)
+    user = await task_admin.user_id_by_email(rt, args.user)
     task = await reminders.schedule_reminder(
         rt, user, args.ticket, at=args.at, in_minutes=args.in_minutes, note=args.note
     )
@@ -165,10 +164,10 @@ async def _remind(rt: Any, args: argparse.Namespace) -> None:
 
 
 async def _download(rt: Any, args: argparse.Namespace) -> None:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.work import tasks
 
-    user = await ops.user_id_by_email(rt, args.user)
+    user = await task_admin.user_id_by_email(rt, args.user)
     f = await tasks.open_export_result(rt, user, args.id)
     path = args.output or f.filename
     with open(path, "wb") as out:  # noqa: ASYNC230 - a local file, written chunk by chunk

@@ -39,10 +39,10 @@ def register(subparsers: Subparsers) -> None:
 
 
 async def _create(rt: Any, args: argparse.Namespace) -> int:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.people import users
 
-    user_id = await ops.user_id_by_email(rt, args.user)
+    user_id = await task_admin.user_id_by_email(rt, args.user)
     row, token = await users.create_token(rt, user_id, args.name)
     # The token alone on stdout, so `TOKEN=$(taskdesk tokens create ...)` works.
     print(
@@ -54,10 +54,10 @@ async def _create(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _list(rt: Any, args: argparse.Namespace) -> int:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.people import users
 
-    rows = await users.list_tokens(rt, await ops.user_id_by_email(rt, args.user))
+    rows = await users.list_tokens(rt, await task_admin.user_id_by_email(rt, args.user))
     print(f"{'id':>5}  {'prefix':<14} {'state':<8} {'last used':<17} name")
     for t in rows:
         used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never"
@@ -70,11 +70,11 @@ async def _list(rt: Any, args: argparse.Namespace) -> int:
 
 
 async def _revoke(rt: Any, args: argparse.Namespace) -> int:
-    from desk.console import task_admin as ops
+    from desk.console import task_admin
     from desk.core.errors import NotFound
     from desk.people import users
 
-    user_id = await ops.user_id_by_email(rt, args.user)
+    user_id = await task_admin.user_id_by_email(rt, args.user)
     wanted = args.token.strip()
     if wanted.isdigit():
         token_id = int(wanted)

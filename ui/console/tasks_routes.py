@@ -8,9 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from desk.console import failures, health
+from desk.console import failures, health, task_admin
 from desk.console import overview as console
-from desk.console import task_admin as ops
 from desk.core.errors import ValidationProblem
 from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
@@ -103,7 +102,7 @@ async def _diagnosis(rt: Runtime, task: BackgroundTask) -> str | None:
                     "it is sent when the lane is resumed."
                 )
     status = await health.check(rt)
-    return ops.diagnose(task, status, rt.clock(), rt.settings.redelivery_seconds)
+    return task_admin.diagnose(task, status, rt.clock(), rt.settings.redelivery_seconds)
 
 
 @router.post("/ops/tasks/{task_id}/retry")
