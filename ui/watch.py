@@ -11,7 +11,7 @@ the `task-finished` event the ticket page and the bell listen for. Every answer 
 
 A row the viewer may not see answers exactly as a row that does not exist: "gone".
 
-`polled` is the route's only handler, raw ASGI (ui.polled): the edge calls it before any
+`polled` is the route's only handler, raw ASGI (ui.polled_route): the edge calls it before any
 routing, and the route hands it every GET.
 """
 
@@ -38,7 +38,7 @@ from desk.reads import tick
 from desk.reads.tasks import TaskPage
 from ui import params, polling, task_lists, viewer
 from ui.params import Declined
-from ui.polled import PolledRoute
+from ui.polled_route import WATCH, PolledRoute, answers
 from ui.render import render_html
 from ui.taskview import TaskView
 from ui.viewer import Viewer
@@ -219,6 +219,7 @@ async def watch(request: Request) -> Response:
     return await polled(request)
 
 
+@answers(WATCH)
 async def polled(request: Request) -> Response:
     """`GET /watch`: the query read in its plain spelling, or — when odd — as a route reads it,
     after the session (a signed-out page is sent to sign in first); then `answer`."""
