@@ -208,7 +208,7 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     ide = None if prod else _ide_html()
 
     async def graphql(request: Request) -> Response:
-        rid = getattr(request.state, "request_id", None) or secrets.token_hex(6)  # api/observe.py
+        rid = getattr(request.state, "request_id", None) or secrets.token_hex(6)  # web/observe.py
         if request.method == "POST":
             return await _post(request, runner, identify, rid, prod)
         if ide is not None and "text/html" in request.headers.get("accept", ""):

@@ -2,7 +2,7 @@
 request's database slots and its response budget.
 
 Identification happens once per request, by the `identify` function the app hands to
-`schema.app.graphql_router` (api/auth.py: session cookie or bearer token); a bad or missing
+`schema.app.graphql_router` (web/auth.py: session cookie or bearer token); a bad or missing
 credential is remembered and raised as `UNAUTHENTICATED` only by fields that need a user, so one
 error shape covers both. Loaders are created on first use: the hot `task(id)` read
 never pays for them.

@@ -42,7 +42,7 @@ def request_error(exc: errors.DeskError) -> GraphQLError:
 
 RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
 SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
-OVERLOADED = "OVERLOADED"  # answered by api/overload.py before GraphQL runs (503, Retry-After)
+OVERLOADED = "OVERLOADED"  # answered by web/overload.py before GraphQL runs (503, Retry-After)
 TIMEOUT = "TIMEOUT"
 QUERY_TOO_COSTLY = "QUERY_TOO_COSTLY"
 

@@ -88,8 +88,9 @@ async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[i
 
 async def _store(run: _Run, conn: AsyncConnection, *, lead: bool = True) -> None:
     """Store ranges until none is left (several of these share `run.ranges`). Each chunk is
-    built holding one of the database-wide build slots: the lead writer waits for one, a helper
-    stops as soon as none is free (the lead then stores the rest)."""
+    built holding one of the database-wide build slots: the lead writer waits its turn for the
+    first one that frees, a helper stops as soon as none is free or another writer is already
+    waiting for one (the lead then stores the rest)."""
     ex = run.ex
     sql, params = exports.chunk_sql(ex.task)
     params |= {"x_task": ex.task_id, "x_exec": ex.execution_id}
