@@ -19,9 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from desk.core.errors import DeskError, Unauthenticated
-from ui.route import UiRoute, error_page, redirect
-from ui.viewer import LoginRequired, login_url
+from ui.route import UiRoute, refused_page
 from web.edge import Raw
 
 ROW_PATH = re.compile(r"/tasks/([^/]+)")  # the route's own pattern, `/tasks/{task_id}`
@@ -88,11 +86,9 @@ async def answer(path: str, scope: Scope, receive: Receive) -> Answer:
 async def refusal(request: Request, exc: Exception) -> Response:
     """What the pages' routes answer for `exc` (ui.route.UiRoute), else what the app's own
     handlers make of it (a database outage: 503); anything unhandled is raised again."""
-    if isinstance(exc, LoginRequired | Unauthenticated):
-        next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
-        return redirect(request, login_url(next_url))
-    if isinstance(exc, DeskError):
-        return error_page(request, exc)
+    page = refused_page(request, exc)
+    if page is not None:
+        return page
     handlers = getattr(request.app, "exception_handlers", {})
     for kind in type(exc).__mro__:
         if kind is Exception:  # the app's 500 page: the exception goes on to it

@@ -104,6 +104,21 @@ async def _count_change(request: Request) -> None:
         await throttle.count_change(rt, session.user_id)
 
 
+def refused_page(request: Request, exc: Exception) -> Response | None:
+    """What a page's route answers for `exc`: a trip to sign in, or the error's page; None for
+    anything that is not a page's refusal (the app's own handlers, or its 500, take it)."""
+    if isinstance(exc, LoginRequired | Unauthenticated):
+        next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
+        return redirect(request, login_url(next_url))
+    if isinstance(exc, RequestValidationError):
+        return error_page(request, _validation(exc))
+    if isinstance(exc, DeskError):
+        return error_page(request, exc)
+    if isinstance(exc, HTTPException) and exc.status_code in (400, 413):
+        return error_page(request, _unreadable(exc))
+    return None
+
+
 class UiRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -117,16 +132,10 @@ class UiRoute(APIRoute):
                     if counted:
                         await _count_change(request)
                 return await handler(request)
-            except (LoginRequired, Unauthenticated) as exc:
-                next_url = exc.next_url if isinstance(exc, LoginRequired) else "/tickets"
-                return redirect(request, login_url(next_url))
-            except RequestValidationError as exc:
-                return error_page(request, _validation(exc))
-            except DeskError as exc:
-                return error_page(request, exc)
-            except HTTPException as exc:
-                if exc.status_code not in (400, 413):
+            except Exception as exc:
+                answer = refused_page(request, exc)
+                if answer is None:
                     raise
-                return error_page(request, _unreadable(exc))
+                return answer
 
         return guarded
