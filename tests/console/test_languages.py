@@ -18,9 +18,9 @@ from ui.render import TEMPLATES
 ZH = i18n.catalog("zh_Hans")
 
 
-def ops_msgids() -> set[str]:
+def console_msgids() -> set[str]:
     found: set[str] = set()
-    for path in sorted((Path(TEMPLATES) / "ops").glob("*.html")):
+    for path in sorted((Path(TEMPLATES) / "console").glob("*.html")):
         with path.open("rb") as f:
             for _line, _func, msg, _c in babel_extract(f, ("_", "gettext", "ngettext"), [], {}):
                 found.update(m for m in (msg if isinstance(msg, tuple) else (msg,)) if m)
@@ -28,7 +28,7 @@ def ops_msgids() -> set[str]:
 
 
 def test_every_console_string_has_a_chinese_translation() -> None:
-    wanted = ops_msgids()
+    wanted = console_msgids()
     assert len(wanted) > 100
     assert sorted(m for m in wanted if not ZH.messages.get(m)) == []
 

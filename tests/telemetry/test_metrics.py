@@ -17,7 +17,7 @@ from desk.work import tasks
 from jobs import dispatcher, rescuer
 from jobs.execution import Execution, execute
 from jobs.processors import noop
-from tests.metrics.conftest import label_sets, parse, value
+from tests.telemetry.conftest import label_sets, parse, value
 
 CREATE = """mutation($t: ID!, $q: String) { createExport(teamId: $t, filter: {q: $q}) {
   __typename ... on Task { id } ... on TaskConflict { existingTask { id } } } }"""

@@ -12,7 +12,7 @@ import pytest
 from desk.core.clock import utcnow
 from desk.work import tasks
 from tests.helpers import free_port, running_workers, wait_for
-from tests.metrics.conftest import label_sets, parse, value
+from tests.telemetry.conftest import label_sets, parse, value
 
 pytestmark = pytest.mark.slow
 
