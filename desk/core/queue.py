@@ -205,8 +205,10 @@ class _Pool(ConnectionPool):
     per loop iteration. Under the trigger's load (16 accepts in flight, two Redis calls each)
     those waits were the longest phases of an accept (p50 16-22 ms each, measured per
     request). Here the same question is answered without waiting: nothing buffered in the
-    stream or the parser, and the socket not readable (select, zero timeout); anything else
-    takes redis-py's own check, which reconnects a connection that has data.
+    stream or the parser, and the socket not readable (select, zero timeout). A connection
+    seen holding data is reconnected here: redis-py's own zero-timeout read can miss a reply
+    still in the socket (the timeout fires before the transport reads it) and hand the stale
+    reply to the next command. Only when the state cannot be read does redis-py's check decide.
 
     Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
     pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged in May
@@ -214,22 +216,30 @@ class _Pool(ConnectionPool):
     redis < 6)."""
 
     async def ensure_connection(self, connection: AbstractConnection) -> None:
-        if connection.is_connected and not _may_have_data(connection):
+        unread = _unread(connection) if connection.is_connected else None
+        if unread is False:
             return
+        if unread:
+            await connection.disconnect()
         await super().ensure_connection(connection)
 
 
 def _may_have_data(connection: AbstractConnection) -> bool:
     """False only when the connection surely holds nothing unread."""
+    return _unread(connection) is not False
+
+
+def _unread(connection: AbstractConnection) -> bool | None:
+    """Whether a reply waits unread on the connection; None when its state cannot be read."""
     stream, writer = connection._reader, connection._writer
     parsed: Any = getattr(connection._parser, "_reader", None)  # hiredis' reader
     if stream is None or writer is None or not hasattr(parsed, "has_data"):
-        return True
+        return None
     if getattr(stream, "_buffer", True) or parsed.has_data():
         return True
     sock = writer.get_extra_info("socket")
     if sock is None:
-        return True
+        return None
     readable, _, _ = select.select([sock.fileno()], [], [], 0)
     return bool(readable)
 
