@@ -87,6 +87,18 @@ class Execution:
                 await asyncio.sleep(min(delay, max(0.01, left)))
                 delay = min(delay * 2, 1.0)
 
+    async def _renew(self, write: Callable[[], Awaitable[T]]) -> T:
+        """A fenced write that extends the lease. One that set out while the lease lasted but
+        committed after it ran out (it waited for a connection through an outage) does not
+        count: the outage outlasted the lease, so the attempt fails with "Database unreachable"
+        (docs/architecture.md, "Leases") whether or not a rescuer got there first."""
+        set_out_alive = self.lease_left() > 0
+        result = await self.fenced(write)
+        if set_out_alive and self.lease_left() <= 0:
+            raise DatabaseUnreachable("it answered only after the lease ran out")
+        self._last_write = time.monotonic()
+        return result
+
     async def _pulse(self, **fields: Any) -> None:
         async def write() -> ledger_run.Pulse:
             now = self.rt.clock()
@@ -94,8 +106,7 @@ class Execution:
                 self.rt.pg, self.task_id, self.execution_id, now=now, lease=self.lease, **fields
             )
 
-        pulse = await self.fenced(write)
-        self._last_write = time.monotonic()
+        pulse = await self._renew(write)
         self.lost = self.lost or not pulse.alive
         self.cancel_requested = self.cancel_requested or pulse.cancel_requested
 
@@ -143,8 +154,7 @@ class Execution:
                     )
                 return row
 
-        row = await self.fenced(reread)
-        self._last_write = time.monotonic()
+        row = await self._renew(reread)
         if row is None or row.execution_id != self.execution_id:
             raise LostFence()
         if row.status == "COMPLETED":

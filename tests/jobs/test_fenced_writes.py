@@ -2,14 +2,18 @@
 a stale execution changes nothing, a rescue ends the old execution's right to write, and a
 statement repeated after a broken connection takes effect once."""
 
+import asyncio
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.work import tasks
 from jobs.execution import Execution, claim_task
+from jobs.outcomes import DatabaseUnreachable
+from tests.helpers import wait_for
 
 NOW_EVENTS = "SELECT event FROM task_event WHERE task_id = :t ORDER BY id"
 
@@ -111,3 +115,30 @@ async def test_a_finish_cut_off_by_a_broken_connection_is_retried_and_finishes_o
     assert len(tries) >= 2, "the first try met the broken connection"
     assert done is not None and done.status == "COMPLETED"
     assert (await _events(rt, row.id)).count("completed") == 1
+
+
+async def test_a_renewal_that_commits_after_the_lease_ran_out_fails_the_attempt(rt, world):
+    """A progress write held up past the lease (here by a row lock, in production by an
+    outage) commits, but the execution takes it as the outage it was and stops."""
+    row, eid = await _claimed(rt, world)
+    ex = Execution(rt, row, eid)
+    ex.lease = timedelta(seconds=0.5)  # a short lease, so the held lock outlasts it
+    async with rt.engine.connect() as conn:
+        held = await conn.begin()
+        await conn.execute(
+            sa.text("SELECT 1 FROM background_task WHERE id = :t FOR UPDATE"), {"t": row.id}
+        )
+        write = asyncio.create_task(ex.progress(current=1, total=2))
+
+        async def lease_ran_out() -> bool:
+            return ex.lease_left() <= 0
+
+        await wait_for(lease_ran_out, what="the execution's lease to run out")
+        assert not write.done(), "the progress write waits for the lock"
+        await held.rollback()
+    with pytest.raises(DatabaseUnreachable, match="after the lease ran out"):
+        await write
+    # A renewal within the lease goes on as before.
+    again = Execution(rt, row, eid)
+    await again.progress(current=2, total=2)
+    assert (await _row(rt, row.id))["progress_current"] == 2
