@@ -52,3 +52,29 @@ async def test_a_failed_write_is_not_repeated(rt: Runtime) -> None:
     with pytest.raises(psycopg.errors.DivisionByZero):
         await rt.pg.write("SELECT 1 / 0")
     assert await rt.pg.one("SELECT 3 AS n") == {"n": 3}
+
+
+async def test_a_database_refusing_connections_is_noticed_and_its_return_too(
+    rt: Runtime, settings: Settings, servers
+) -> None:
+    """While the database refuses connections, questions fail after DOWN_WAIT (not the full
+    wait for a connection), and the first question after it returns is answered."""
+    name = settings.database_url.split("?", 1)[0].rsplit("/", 1)[1]
+    assert await rt.pg.one("SELECT 1 AS n") == {"n": 1}
+    assert rt.pg.reachable
+    with psycopg.connect(servers.admin_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            for _ in range(2):  # the broken connection, then the refused ones
+                with pytest.raises(psycopg.OperationalError):
+                    await rt.pg.one("SELECT 1 AS n")
+            assert not rt.pg.reachable
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    assert await rt.pg.one("SELECT 2 AS n") == {"n": 2}
+    assert rt.pg.reachable
