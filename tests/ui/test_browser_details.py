@@ -167,14 +167,17 @@ async def test_a_task_whose_worker_was_killed_says_so_and_resumes(
 ) -> None:
     from playwright.async_api import expect
 
-    # 200 steps of 0.1 s: a task that is still running when its worker is killed.
-    task = await tasks.submit_noop(rt, world.staff, world.team, {"steps": 200, "step_seconds": 0.1})
+    # 80 steps of 0.1 s: a task still running when its worker is killed (as soon as the page
+    # shows it running), and done soon after it resumes.
+    task = await tasks.submit_noop(rt, world.staff, world.team, {"steps": 80, "step_seconds": 0.1})
     async with browser_page(site) as page:
         await sign_in(page, "chen@acme.test")
         await page.wait_for_url("**/tickets")
         await page.goto("/tasks")
         row = page.locator(f"#task-{task.id}")
-        with running_workers(settings, tmp_path, lease_seconds=3) as (worker,):
+        with running_workers(settings, tmp_path, lease_seconds=3, heartbeat_ttl_seconds=3) as (
+            worker,
+        ):
             await expect(row).to_have_attribute("data-status", "Running", timeout=SLOW)
             worker.kill()
             await expect(row).to_have_attribute("data-status", "Worker lost", timeout=SLOW)
