@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from arq.constants import job_key_prefix
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
@@ -94,7 +95,7 @@ def add_trigger_floor(app: FastAPI, settings: Settings) -> None:
         now_ms = int(time.time() * 1000)
         job = f"{settings.queue_prefix}:task:{row[0]}:1:1"
         async with app.state.redis.pipeline(transaction=True) as pipe:  # one round trip
-            pipe.set(f"arq:job:{job}", PAYLOAD % (row[0], now_ms), px=86_400_000)
+            pipe.set(job_key_prefix + job, PAYLOAD % (row[0], now_ms), px=86_400_000)
             pipe.zadd(queue, {job: now_ms})
             await pipe.execute()
         return _floor_answer({"__typename": "Task", "id": str(row[0]), "status": "WAITING"})

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.console.overview import task_in_scope
@@ -151,17 +150,14 @@ async def group_count(rt: Runtime, scope: Scope, key: str, action: str) -> tuple
 
 async def _retry_one(conn: AsyncConnection, task_id: int, now: datetime) -> BackgroundTask | None:
     try:
-        async with conn.begin_nested():
-            return await ledger.retry(conn, task_id, now=now)
-    except IntegrityError:  # an identical task is already active: that one stands
+        return await ledger.retry(conn, task_id, now=now)
+    except ledger.ScopeHeld:  # an identical task is already active: that one stands
         return None
 
 
 async def _cancel_one(conn: AsyncConnection, task_id: int, now: datetime) -> BackgroundTask | None:
     task = await ledger.get(conn, task_id, lock=True)
-    if task is None or task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
-        return None
-    return await ledger.cancel_task(conn, task, now=now)
+    return await ledger.cancel_task(conn, task, now=now) if task is not None else None
 
 
 # --- one task -------------------------------------------------------------------------------

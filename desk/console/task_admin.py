@@ -104,14 +104,22 @@ def diagnose(task: BackgroundTask, health: Health, now: datetime, redelivery: fl
 
 
 async def cancel(rt: Runtime, task_id: int) -> BackgroundTask:
+    """Cancel as every other face does (`ledger.cancel_task`: a reminder's ticket gets a new
+    revision first); a task already ended is shown as it is."""
     async with rt.engine.begin() as conn:
-        task = await ledger.cancel(conn, task_id, now=rt.clock())
+        found = await ledger.get(conn, task_id, lock=True)
+        task = await ledger.cancel_task(conn, found, now=rt.clock()) if found else None
     return task or await get(rt, task_id)
 
 
 async def retry(rt: Runtime, task_id: int) -> BackgroundTask:
     async with rt.engine.begin() as conn:
-        task = await ledger.retry(conn, task_id, now=rt.clock())
+        try:
+            task = await ledger.retry(conn, task_id, now=rt.clock())
+        except ledger.ScopeHeld:
+            raise ValidationProblem(
+                "id", "an identical task is already queued or running; retry it later"
+            ) from None
     if task is None:
         raise ValidationProblem("id", "only a failed task can be retried")
     await kick(rt, task)

@@ -17,16 +17,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import configure_mappers
 from sqlalchemy.orm.instrumentation import manager_of_class
 
-from desk.core import metrics
-from desk.core.models import BackgroundTask, TaskKind
+from desk.core import locks, metrics
+from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.ledger.sql import Db, execute, one
 
 ACTIVE = "status IN ('WAITING', 'RUNNING')"
 
-LOCK_TEAM = "SELECT pg_advisory_xact_lock(7341, %(t)s)"
+LOCK_TEAM = f"SELECT pg_advisory_xact_lock({locks.TEAM_TASKS}, %(t)s)"
 GET = "SELECT * FROM background_task WHERE id = %(id)s"
 ACTIVE_IN_SCOPE = (
     "SELECT * FROM background_task WHERE kind = %(k)s AND team_id = %(t)s AND scope_key = %(s)s "
@@ -119,7 +121,10 @@ async def cancel(db: Db, task_id: int, *, now: datetime) -> BackgroundTask | Non
 
 async def cancel_task(db: Db, task: BackgroundTask, *, now: datetime) -> BackgroundTask | None:
     """`cancel` as a person asks it (the task's row already read, under lock): a reminder's
-    ticket gets a new revision first, so no copy of the reminder can ever fire."""
+    ticket gets a new revision first, so no copy of the reminder can ever fire. None, and
+    nothing changed, when the task has already ended."""
+    if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
+        return None
     if task.kind == TaskKind.REMINDER and task.ticket_id is not None:
         await bump_reminder_revision(db, task.ticket_id)
     return await cancel(db, task.id or 0, now=now)
@@ -142,6 +147,17 @@ async def skip(
     return metrics.ended(await _task(db, SKIP, params))
 
 
-async def retry(db: Db, task_id: int, *, now: datetime) -> BackgroundTask | None:
-    """FAILED → a fresh round with a full set of attempts."""
-    return await _task(db, RETRY, {"id": task_id, "now": now})
+class ScopeHeld(Exception):
+    """An identical task (same kind, team and scope) is queued or running: a retry would be its
+    twin, and the scope's unique index refused it."""
+
+
+async def retry(conn: AsyncConnection, task_id: int, *, now: datetime) -> BackgroundTask | None:
+    """FAILED → a fresh round with a full set of attempts (None: the task is not FAILED).
+    Raises ScopeHeld, and leaves the caller's transaction usable (a savepoint), when an identical
+    task is active."""
+    try:
+        async with conn.begin_nested():
+            return await _task(conn, RETRY, {"id": task_id, "now": now})
+    except IntegrityError:
+        raise ScopeHeld() from None

@@ -33,7 +33,7 @@ import psycopg
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.rows import dict_row
 
-from desk.core import metrics
+from desk.core import locks, metrics
 from desk.core.errors import IdempotencyKeyReused, NotFound, QuotaExceeded, ValidationProblem
 from desk.core.messages import message
 from desk.core.models import BackgroundTask
@@ -45,8 +45,8 @@ from desk.ledger.sql import Db, execute, one
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 
-LOCK_PERSON = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 7343))"
-LOCK_KEY = "SELECT pg_advisory_xact_lock(7342, hashtext(%(k)s))"
+LOCK_PERSON = f"SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, {locks.PERSON_ACCEPT}))"
+LOCK_KEY = f"SELECT pg_advisory_xact_lock({locks.IDEMPOTENCY_KEY}, hashtext(%(k)s))"
 BY_KEY = "SELECT * FROM background_task WHERE owner_id = %(o)s AND idempotency_key = %(k)s"
 FORGET_KEY = (
     "UPDATE background_task SET idempotency_key = NULL "
@@ -243,7 +243,7 @@ PREPARE_ACCEPT = _prepare_sql()
 # COMMIT: one simple query, one round trip.
 ACCEPT_AT_ONCE = (
     "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended("
-    "'accept:' || %(team_id)s::int || ':' || %(owner_id)s::int, 7343)); "
+    f"'accept:' || %(team_id)s::int || ':' || %(owner_id)s::int, {locks.PERSON_ACCEPT})); "
     f"EXECUTE {PREPARED} ({', '.join(f'%({n})s' for n, _ in _ARGS)}); COMMIT"
 )
 _prepared: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from desk.core import metrics, tracing
+from desk.core import locks, metrics, tracing
 from desk.core.pg import Pg
 from desk.core.rows import TaskRow, columns_of
 from desk.ledger.lanes import lane_of
-from desk.ledger.sends import FULL_TEAMS_PG
+from desk.ledger.sends import FULL_TEAMS
 from desk.ledger.sql import Db, rows
 
 
@@ -91,12 +91,13 @@ async def claim_long(
     params = {"id": task_id, "run": run, "eid": execution_id, "now": now, "lease": now + lease}
     async with pg.connection() as conn, conn.transaction():
         await conn.execute(
-            "SELECT pg_advisory_xact_lock(7342, team_id) FROM background_task WHERE id = %(id)s",
+            f"SELECT pg_advisory_xact_lock({locks.LONG_LANE_TEAM}, team_id) "
+            "FROM background_task WHERE id = %(id)s",
             params,
         )
         full = await conn.execute(
             "UPDATE background_task SET dispatched_at = NULL WHERE id = %(id)s AND run = %(run)s "
-            f" AND status = 'WAITING' AND team_id IN ({FULL_TEAMS_PG}) RETURNING id",
+            f" AND status = 'WAITING' AND team_id IN ({FULL_TEAMS}) RETURNING id",
             {**params, "team_max": team_max},
         )
         if await full.fetchone() is not None:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import metrics
+from desk.ledger import sql
 from desk.ledger.lanes import LANES, LONG, lane_of, lane_sql
 
 
@@ -35,20 +35,53 @@ class Due:
 
 _LONG_KINDS = ", ".join(f"'{k}'" for k in LANES[LONG])
 # Teams that already run as many long tasks as one team may (`long_team_max_running`).
-_FULL_TEAMS = (
+FULL_TEAMS = (
     "SELECT team_id FROM background_task WHERE status = 'RUNNING' "
-    f" AND kind IN ({_LONG_KINDS}) GROUP BY team_id HAVING count(*) >= :team_max"
+    f" AND kind IN ({_LONG_KINDS}) GROUP BY team_id HAVING count(*) >= %(team_max)s"
 )
-FULL_TEAMS_PG = _FULL_TEAMS.replace(":team_max", "%(team_max)s")  # for psycopg's own paramstyle
-_SENDABLE = (
-    f"{lane_sql()} NOT IN (SELECT name FROM task_lane WHERE paused) "
-    f"AND NOT (kind IN ({_LONG_KINDS}) AND team_id IN (SELECT team_id FROM full_teams))"
-)
+
+
+def _sendable(row: str) -> str:
+    """The row `row` (a table alias) may be sent now: its lane is not paused, and it is not a
+    long task of a team whose long slots are full (`full_teams`, a CTE of FULL_TEAMS)."""
+    return (
+        f"{lane_sql(f'{row}.kind')} NOT IN (SELECT name FROM task_lane WHERE paused) "
+        f"AND NOT ({row}.kind IN ({_LONG_KINDS}) "
+        f"AND {row}.team_id IN (SELECT team_id FROM full_teams))"
+    )
+
+
 _RETURNING = "RETURNING b.id, b.run, b.run_at, b.sends, b.kind"
+CLAIM_DUE = (
+    f"WITH full_teams AS ({FULL_TEAMS}), due AS (SELECT id FROM background_task t "
+    "  WHERE status = 'WAITING' AND run_at <= %(horizon)s "
+    "    AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < %(stale)s) "
+    f"   AND {_sendable('t')} "
+    "  ORDER BY run_at LIMIT %(lim)s FOR UPDATE SKIP LOCKED) "
+    "UPDATE background_task b SET dispatched_at = %(now)s, sends = b.sends + 1 "
+    f"FROM due WHERE b.id = due.id {_RETURNING}"
+)
+RESERVE_SEND = (
+    f"WITH full_teams AS ({FULL_TEAMS}) "
+    "UPDATE background_task b SET dispatched_at = %(now)s, sends = b.sends + 1 "
+    "WHERE b.id = %(id)s AND b.run = %(run)s AND b.status = 'WAITING' "
+    f" AND b.dispatched_at IS NULL AND {_sendable('b')} {_RETURNING}"
+)
+UNSEND = (
+    "UPDATE background_task b SET dispatched_at = NULL FROM "
+    " unnest(CAST(%(ids)s AS bigint[]), CAST(%(sends)s AS int[])) AS u(id, send) "
+    "WHERE b.id = u.id AND b.sends = u.send AND b.status = 'WAITING'"
+)
+FORGET_SENDS = (
+    "WITH forgotten AS (UPDATE background_task SET dispatched_at = NULL "
+    " WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(%(keep)s) RETURNING 1) "
+    "SELECT count(*) AS n FROM forgotten"
+)
+SENDS_OF = "SELECT id, status, run, sends FROM background_task WHERE id = ANY(%(ids)s)"
 
 
-def _dues(rows: Any) -> list[Due]:
-    return [Due(r.id, r.run, r.run_at, r.sends, r.kind) for r in rows]
+def _dues(rows: list[dict[str, Any]]) -> list[Due]:
+    return [Due(r["id"], r["run"], r["run_at"], r["sends"], r["kind"]) for r in rows]
 
 
 async def claim_due(
@@ -60,19 +93,12 @@ async def claim_due(
     limit: int,
     team_max: int,
 ) -> list[Due]:
-    """Reserve a send for due WAITING rows: never sent, or sent and not claimed within the
+    """Reserve the next send of due WAITING tasks: never sent, or sent longer ago than the
     redelivery window. Paused lanes are skipped, and long tasks of a team that already runs
     `team_max` of them wait for one to end."""
-    rows = await conn.execute(
-        sa.text(
-            f"WITH full_teams AS ({_FULL_TEAMS}), due AS (SELECT id FROM background_task "
-            "  WHERE status = 'WAITING' AND run_at <= :horizon "
-            "    AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < :stale) "
-            f"   AND {_SENDABLE} "
-            "  ORDER BY run_at LIMIT :lim FOR UPDATE SKIP LOCKED) "
-            "UPDATE background_task b SET dispatched_at = :now, sends = b.sends + 1 "
-            f"FROM due WHERE b.id = due.id {_RETURNING}"
-        ),
+    found = await sql.rows(
+        conn,
+        CLAIM_DUE,
         {
             "now": now,
             "horizon": now + lookahead,
@@ -81,9 +107,9 @@ async def claim_due(
             "team_max": team_max,
         },
     )
-    found = _dues(rows)
-    metrics.sent(found)
-    return found
+    dues = _dues(found)
+    metrics.sent(dues)
+    return dues
 
 
 async def reserve_send(
@@ -91,50 +117,29 @@ async def reserve_send(
 ) -> Due | None:
     """Reserve the next send of one unsent WAITING task (a kick right after a state change);
     None when a dispatcher got there first, its lane is paused or its team's long slots are full."""
-    rows = await conn.execute(
-        sa.text(
-            f"WITH full_teams AS ({_FULL_TEAMS}) "
-            "UPDATE background_task b SET dispatched_at = :now, sends = b.sends + 1 "
-            "WHERE b.id = :id AND b.run = :run AND b.status = 'WAITING' AND b.dispatched_at IS NULL "
-            f" AND {_SENDABLE.replace('kind', 'b.kind').replace('team_id IN', 'b.team_id IN')} "
-            f"{_RETURNING}"
-        ),
-        {"id": task_id, "run": run, "now": now, "team_max": team_max},
+    found = await sql.rows(
+        conn, RESERVE_SEND, {"id": task_id, "run": run, "now": now, "team_max": team_max}
     )
-    found = _dues(rows)
-    return found[0] if found else None
+    dues = _dues(found)
+    return dues[0] if dues else None
 
 
 async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
     """Sends Redis did not take: let the next sweep try again at once (unless a later send or
     a state change happened meanwhile)."""
-    await conn.execute(
-        sa.text(
-            "UPDATE background_task b SET dispatched_at = NULL FROM "
-            " unnest(CAST(:ids AS bigint[]), CAST(:sends AS int[])) AS u(id, send) "
-            "WHERE b.id = u.id AND b.sends = u.send AND b.status = 'WAITING'"
-        ),
-        {"ids": [d.task_id for d in due], "sends": [d.send for d in due]},
+    await sql.execute(
+        conn, UNSEND, {"ids": [d.task_id for d in due], "sends": [d.send for d in due]}
     )
 
 
 async def forget_sends(conn: AsyncConnection, keep: list[int]) -> int:
     """Redis lost its data: every WAITING task (but `keep`, just sent into the new Redis) counts
     as never sent, so the sweep resends them all."""
-    result = await conn.execute(
-        sa.text(
-            "UPDATE background_task SET dispatched_at = NULL "
-            "WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(:keep)"
-        ),
-        {"keep": keep},
-    )
-    return int(result.rowcount)
+    found = await sql.one(conn, FORGET_SENDS, {"keep": keep})
+    return int(found["n"]) if found else 0
 
 
 async def sends_of(conn: AsyncConnection, task_ids: list[int]) -> dict[int, tuple[str, int, int]]:
     """(status, run, sends) per task id: which queue entries are of a send the ledger moved past."""
-    rows = await conn.execute(
-        sa.text("SELECT id, status, run, sends FROM background_task WHERE id = ANY(:ids)"),
-        {"ids": task_ids},
-    )
-    return {r.id: (r.status, r.run, r.sends) for r in rows}
+    found = await sql.rows(conn, SENDS_OF, {"ids": task_ids})
+    return {r["id"]: (r["status"], r["run"], r["sends"]) for r in found}

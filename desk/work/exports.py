@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core import locks
 from desk.core.messages import Message, message
 from desk.core.models import BackgroundTask
 from desk.helpdesk.filters import filter_sql, parse_filter
@@ -139,8 +140,8 @@ def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
 # must wait queue on one more lock (QUEUE_LOCK, 0): PostgreSQL grants it in turn, and the first
 # in line takes whichever slot frees first (a wait on one chosen slot could sit behind a build
 # that holds it for long while the others free).
-SLOT_LOCK = 7344
-QUEUE_LOCK = 7345
+SLOT_LOCK = locks.EXPORT_SLOT
+QUEUE_LOCK = locks.EXPORT_QUEUE
 # How often the first waiter looks for a freed slot: soon at first, then less often.
 _POLL_FIRST = 0.005
 _POLL_MAX = 0.1

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection as PgConnection
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import tracing
@@ -240,9 +239,8 @@ async def retry_task(rt: Runtime, user_id: int, task_id: int) -> BackgroundTask:
                 "id", f"only a failed task can be retried (this one is {task.status.lower()})"
             )
         try:
-            async with conn.begin_nested():
-                changed = await ledger.retry(conn, task_id, now=rt.clock())
-        except IntegrityError:
+            changed = await ledger.retry(conn, task_id, now=rt.clock())
+        except ledger.ScopeHeld:
             existing = await ledger.active_in_scope(conn, task.kind, task.team_id, task.scope_key)
             if existing is not None and not access.can_see_task(
                 member, existing.kind, existing.owner_id

@@ -9,6 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from desk.core import locks
 from desk.ledger import intake
 from desk.ledger.accept import NewTask
 from desk.work import tasks
@@ -36,7 +37,7 @@ async def test_a_failing_statement_rolls_back_and_frees_the_lock(rt, world) -> N
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with psycopg.connect(rt.settings.libpq_url) as other:
         free = other.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 7343))",
+            f"SELECT pg_try_advisory_xact_lock(hashtextextended(%s, {locks.PERSON_ACCEPT}))",
             (f"accept:{world.team}:{world.staff}",),
         ).fetchone()
         assert free == (True,)

@@ -8,6 +8,7 @@ import asyncio
 import psycopg
 import sqlalchemy as sa
 
+from desk.core import locks
 from desk.core.errors import QuotaExceeded
 from desk.core.models import TaskStatus
 from desk.work import tasks
@@ -46,7 +47,7 @@ async def test_a_colleague_accepts_while_one_persons_lock_is_held(rt, world) -> 
     mei = await _second_staff(rt, world.team)
     with psycopg.connect(rt.settings.libpq_url) as holder:  # an open transaction holds Chen's lock
         holder.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7343))",
+            f"SELECT pg_advisory_xact_lock(hashtextextended(%s, {locks.PERSON_ACCEPT}))",
             (f"accept:{world.team}:{world.staff}",),
         )
         chen = asyncio.create_task(tasks.create_export(rt, world.staff, world.team, {"q": "a"}))
@@ -119,7 +120,7 @@ async def test_a_refused_accept_rolls_back_and_lets_go_of_the_lock(rt, world) ->
             raise AssertionError("the quota should have refused it")
     with psycopg.connect(rt.settings.libpq_url) as other:
         free = other.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 7343))",
+            f"SELECT pg_try_advisory_xact_lock(hashtextextended(%s, {locks.PERSON_ACCEPT}))",
             (f"accept:{world.team}:{world.staff}",),
         ).fetchone()
         assert free == (True,)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from arq.constants import job_key_prefix
 
 from desk.core import tracing
 from desk.core.queue import job_id
@@ -35,7 +36,7 @@ def spans(settings: Settings) -> Iterator[Any]:
 
 
 async def queued_message(rt: Runtime, task_id: int, run: int) -> dict[str, Any]:
-    raw = await rt.redis.get(f"arq:job:{job_id(rt.settings.queue_prefix, task_id, run, 1)}")
+    raw = await rt.redis.get(job_key_prefix + job_id(rt.settings.queue_prefix, task_id, run, 1))
     assert raw is not None, "the task was not enqueued"
     args = json.loads(raw)["a"]
     assert isinstance(args[0], dict)
