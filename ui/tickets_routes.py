@@ -118,7 +118,7 @@ async def _ticket_context(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, A
         "ticket": ticket,
         "names": names,
         "staff": staff,
-        "is_staff": role in (Role.ADMIN, Role.STAFF),
+        "is_staff": role is not None and role.is_staff,
         "statuses": list(TicketStatus),
         "priorities": list(Priority),
     }

@@ -98,7 +98,7 @@ class Viewer:
 
     @property
     def is_staff(self) -> bool:
-        return self.role in (Role.ADMIN, Role.STAFF)
+        return self.role is not None and self.role.is_staff
 
     @property
     def is_admin(self) -> bool:

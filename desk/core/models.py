@@ -18,6 +18,11 @@ class Role(StrEnum):
     STAFF = "STAFF"
     CUSTOMER = "CUSTOMER"
 
+    @property
+    def is_staff(self) -> bool:
+        """Admins and staff work on all of the team's tickets; customers on their own."""
+        return self in (Role.ADMIN, Role.STAFF)
+
 
 class TicketStatus(StrEnum):
     OPEN = "OPEN"

@@ -28,7 +28,7 @@ class Member:
     @property
     def is_staff(self) -> bool:
         """Admins and staff work on all of the team's tickets."""
-        return self.role in (Role.ADMIN, Role.STAFF)
+        return self.role.is_staff
 
     @property
     def is_admin(self) -> bool:
