@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.errors import ValidationProblem
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
+from desk.ledger import sql
 from desk.people import audit
 
 SHORT = "short"
@@ -64,6 +64,13 @@ def lane_sql(column: str = "kind") -> str:
     return f"(CASE {column} {whens} ELSE '{SHORT}' END)"
 
 
+SET_PAUSED = (
+    "INSERT INTO task_lane (name, paused, paused_by_id, paused_at, updated_at) "
+    "VALUES (%(n)s, %(p)s, %(by)s, %(at)s, %(now)s) ON CONFLICT (name) DO UPDATE SET "
+    " paused = %(p)s, paused_by_id = %(by)s, paused_at = %(at)s, updated_at = %(now)s"
+)
+PAUSED = "SELECT name FROM task_lane WHERE paused"
+ALL_LANES = "SELECT * FROM task_lane"
 CLI_ACTOR = "cli"  # `taskdesk lanes` names the account that ran it (see taskdesk/commands/lanes.py)
 
 
@@ -81,20 +88,14 @@ class LaneState:
 async def _set(
     conn: AsyncConnection, lane: str, paused: bool, by: int | None, now: datetime
 ) -> None:
-    await conn.execute(
-        sa.text(
-            "INSERT INTO task_lane (name, paused, paused_by_id, paused_at, updated_at) "
-            "VALUES (:n, :p, :by, :at, :now) ON CONFLICT (name) DO UPDATE SET paused = :p, "
-            " paused_by_id = :by, paused_at = :at, updated_at = :now"
-        ),
-        {
-            "n": lane,
-            "p": paused,
-            "by": by if paused else None,
-            "at": now if paused else None,
-            "now": now,
-        },
-    )
+    params = {
+        "n": lane,
+        "p": paused,
+        "by": by if paused else None,
+        "at": now if paused else None,
+        "now": now,
+    }
+    await sql.execute(conn, SET_PAUSED, params)
 
 
 async def pause(
@@ -127,26 +128,24 @@ async def _change(
 
 
 async def paused_lanes(conn: AsyncConnection) -> set[str]:
-    rows = await conn.execute(sa.text("SELECT name FROM task_lane WHERE paused"))
-    return {r.name for r in rows}
+    return {r["name"] for r in await sql.rows(conn, PAUSED, {})}
 
 
 async def states(rt: Runtime) -> list[LaneState]:
     """Every lane, in `LANES` order, with its pause state and configured slots."""
     async with rt.engine.connect() as conn:
-        rows = await conn.execute(sa.text("SELECT * FROM task_lane"))
-        stored = {r.name: r for r in rows}
+        stored = {r["name"]: r for r in await sql.rows(conn, ALL_LANES, {})}
     out = []
     for name, kinds in LANES.items():
         row = stored.get(name)
-        paused = bool(row and row.paused)
+        paused = bool(row and row["paused"])
         out.append(
             LaneState(
                 name=name,
                 kinds=kinds,
                 paused=paused,
-                paused_by=row.paused_by_id if row and paused else None,
-                paused_at=row.paused_at if row and paused else None,
+                paused_by=row["paused_by_id"] if row and paused else None,
+                paused_at=row["paused_at"] if row and paused else None,
                 slots=slots(rt.settings, name),
                 team_max_running=rt.settings.long_team_max_running if name == LONG else None,
             )

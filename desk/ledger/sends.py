@@ -74,10 +74,12 @@ UNSEND = (
 )
 FORGET_SENDS = (
     "WITH forgotten AS (UPDATE background_task SET dispatched_at = NULL "
-    " WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(%(keep)s) RETURNING 1) "
+    " WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(CAST(%(keep)s AS bigint[])) RETURNING 1) "
     "SELECT count(*) AS n FROM forgotten"
 )
-SENDS_OF = "SELECT id, status, run, sends FROM background_task WHERE id = ANY(%(ids)s)"
+SENDS_OF = (
+    "SELECT id, status, run, sends FROM background_task WHERE id = ANY(CAST(%(ids)s AS bigint[]))"
+)
 
 
 def _dues(rows: list[dict[str, Any]]) -> list[Due]:

@@ -11,17 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import metrics, tracing
 from desk.core.models import BackgroundTask
 from desk.ledger.run import COLUMNS, Row
-from desk.ledger.sql import Db, rows
-
-
-def _task(row: Any) -> BackgroundTask:
-    return BackgroundTask(**row._mapping)
+from desk.ledger.sql import Db, execute, one, rows
 
 
 @dataclass(frozen=True)
@@ -68,6 +63,32 @@ async def complete_many(db: Db, endings: list[Ending], *, now: datetime) -> list
     return [metrics.ended(Row(**r)) for r in await rows(db, _COMPLETE_MANY, params)]
 
 
+RESCUE = (
+    "WITH lost AS (SELECT id FROM background_task WHERE status = 'RUNNING' "
+    "  AND lease_until < %(now)s ORDER BY lease_until LIMIT %(lim)s FOR UPDATE SKIP LOCKED) "
+    "UPDATE background_task b SET "
+    " status = CASE WHEN b.cancel_requested THEN 'CANCELLED' "
+    "   WHEN b.attempts < b.max_attempts THEN 'WAITING' ELSE 'FAILED' END, "
+    " run = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts "
+    "   THEN b.run + 1 ELSE b.run END, "
+    " run_at = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts "
+    "   THEN %(now)s ELSE b.run_at END, "
+    " finished_at = CASE WHEN b.cancel_requested OR b.attempts >= b.max_attempts THEN %(now)s END, "
+    " last_error = CASE WHEN b.cancel_requested THEN b.last_error "
+    "   WHEN b.id = ANY(CAST(%(unreachable)s AS bigint[])) THEN 'Database unreachable: the worker "
+    "running this task could not renew its lease (attempt ' || b.attempts || ' of ' "
+    "   || b.max_attempts || ').' "
+    "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
+    "   || b.max_attempts || ').' END, "
+    " dispatched_at = NULL, lease_until = NULL, updated_at = %(now)s "
+    "FROM lost WHERE b.id = lost.id RETURNING b.*"
+)
+STORE_CHUNK = (
+    "INSERT INTO task_result_chunk (task_id, execution_id, seq, data) "
+    "VALUES (%(t)s, %(e)s, %(s)s, %(d)s)"
+)
+
+
 async def rescue(
     conn: AsyncConnection, *, now: datetime, limit: int, unreachable: tuple[int, ...] = ()
 ) -> list[BackgroundTask]:
@@ -75,38 +96,14 @@ async def rescue(
 
     `unreachable`: tasks a live worker still runs (its registration lists them) — it could not
     renew the lease because it could not reach the database, and `last_error` says so."""
-    found = await conn.execute(
-        sa.text(
-            "WITH lost AS (SELECT id FROM background_task WHERE status = 'RUNNING' AND lease_until < :now "
-            "  ORDER BY lease_until LIMIT :lim FOR UPDATE SKIP LOCKED) "
-            "UPDATE background_task b SET "
-            " status = CASE WHEN b.cancel_requested THEN 'CANCELLED' "
-            "   WHEN b.attempts < b.max_attempts THEN 'WAITING' ELSE 'FAILED' END, "
-            " run = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN b.run + 1 ELSE b.run END, "
-            " run_at = CASE WHEN NOT b.cancel_requested AND b.attempts < b.max_attempts THEN :now ELSE b.run_at END, "
-            " finished_at = CASE WHEN b.cancel_requested OR b.attempts >= b.max_attempts THEN :now END, "
-            " last_error = CASE WHEN b.cancel_requested THEN b.last_error "
-            "   WHEN b.id = ANY(:unreachable) THEN 'Database unreachable: the worker running this "
-            "task could not renew its lease (attempt ' || b.attempts || ' of ' || b.max_attempts || ').' "
-            "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
-            "   || b.max_attempts || ').' END, "
-            " dispatched_at = NULL, lease_until = NULL, updated_at = :now "
-            "FROM lost WHERE b.id = lost.id RETURNING b.*"
-        ),
-        {"now": now, "lim": limit, "unreachable": list(unreachable)},
-    )
-    return metrics.rescued([_task(r) for r in found])
+    found = await rows(conn, RESCUE, {"now": now, "lim": limit, "unreachable": list(unreachable)})
+    return metrics.rescued([BackgroundTask(**r) for r in found])
 
 
 async def store_chunk(
     conn: AsyncConnection, task_id: int, execution_id: str, seq: int, data: bytes
 ) -> None:
-    await conn.execute(
-        sa.text(
-            "INSERT INTO task_result_chunk (task_id, execution_id, seq, data) VALUES (:t, :e, :s, :d)"
-        ),
-        {"t": task_id, "e": execution_id, "s": seq, "d": data},
-    )
+    await execute(conn, STORE_CHUNK, {"t": task_id, "e": execution_id, "s": seq, "d": data})
 
 
 async def next_chunk(
@@ -124,19 +121,17 @@ _NEXT_CHUNK = (
 )
 
 
+DROP_OTHER_CHUNKS = "DELETE FROM task_result_chunk WHERE task_id = %(t)s AND execution_id <> %(e)s"
+DROP_CHUNKS = "DELETE FROM task_result_chunk WHERE task_id = %(t)s AND execution_id = %(e)s"
+
+
 async def drop_other_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:
     """Keep only the committing execution's output (earlier, lost executions may have left some)."""
-    await conn.execute(
-        sa.text("DELETE FROM task_result_chunk WHERE task_id = :t AND execution_id <> :e"),
-        {"t": task_id, "e": execution_id},
-    )
+    await execute(conn, DROP_OTHER_CHUNKS, {"t": task_id, "e": execution_id})
 
 
 async def drop_chunks(conn: AsyncConnection, task_id: int, execution_id: str) -> None:
-    await conn.execute(
-        sa.text("DELETE FROM task_result_chunk WHERE task_id = :t AND execution_id = :e"),
-        {"t": task_id, "e": execution_id},
-    )
+    await execute(conn, DROP_CHUNKS, {"t": task_id, "e": execution_id})
 
 
 @dataclass(frozen=True)
@@ -146,40 +141,47 @@ class Pruned:
     tasks: int
 
 
+def _counted(statement: str) -> str:
+    """`statement` (a DELETE or UPDATE … RETURNING) as one row: how many rows it changed."""
+    return f"WITH changed AS ({statement}) SELECT count(*) AS n FROM changed"
+
+
+PRUNE_RESULTS = (
+    "WITH expired AS (UPDATE background_task SET result_bytes = NULL, updated_at = %(now)s "
+    "  WHERE id IN (SELECT id FROM background_task WHERE expires_at < %(now)s "
+    "    AND result_bytes IS NOT NULL LIMIT %(lim)s) RETURNING id), "
+    " changed AS (DELETE FROM task_result_chunk c USING expired WHERE c.task_id = expired.id "
+    "  RETURNING 1) "
+    "SELECT count(*) AS n FROM changed"
+)
+PRUNE_ORPHANS = _counted(
+    "DELETE FROM task_result_chunk c USING background_task b WHERE c.task_id = b.id "
+    " AND b.status IN ('COMPLETED', 'FAILED', 'CANCELLED') "
+    " AND (b.status <> 'COMPLETED' OR c.execution_id <> b.execution_id) RETURNING 1"
+)
+# Uploads are needed until their import ends; kept a day for a user's retry.
+PRUNE_UPLOADS = (
+    "DELETE FROM upload u WHERE u.created_at < %(upload_cutoff)s AND NOT EXISTS ("
+    " SELECT 1 FROM background_task b WHERE b.kind = 'IMPORT' "
+    " AND b.status IN ('WAITING', 'RUNNING', 'FAILED') "
+    " AND b.team_id = u.team_id AND b.filters ->> 'upload_id' = u.id::text)"
+)
+PRUNE_TASKS = _counted(
+    "DELETE FROM background_task WHERE id IN (SELECT id FROM background_task "
+    " WHERE finished_at < %(cutoff)s ORDER BY finished_at LIMIT %(lim)s) RETURNING 1"
+)
+
+
 async def prune(
     conn: AsyncConnection, *, now: datetime, retention: timedelta, limit: int
 ) -> Pruned:
     """Delete expired export results (rows stay), orphaned output, and old finished rows."""
-    results = await conn.execute(
-        sa.text(
-            "WITH expired AS (UPDATE background_task SET result_bytes = NULL, updated_at = :now "
-            "  WHERE id IN (SELECT id FROM background_task WHERE expires_at < :now "
-            "    AND result_bytes IS NOT NULL LIMIT :lim) RETURNING id) "
-            "DELETE FROM task_result_chunk c USING expired WHERE c.task_id = expired.id"
-        ),
-        {"now": now, "lim": limit},
-    )
-    orphans = await conn.execute(
-        sa.text(
-            "DELETE FROM task_result_chunk c USING background_task b WHERE c.task_id = b.id "
-            " AND b.status IN ('COMPLETED', 'FAILED', 'CANCELLED') "
-            " AND (b.status <> 'COMPLETED' OR c.execution_id <> b.execution_id)"
-        ),
-    )
-    # Uploads are needed until their import ends; keep them a day for a user's retry.
-    await conn.execute(
-        sa.text(
-            "DELETE FROM upload u WHERE u.created_at < :upload_cutoff AND NOT EXISTS ("
-            " SELECT 1 FROM background_task b WHERE b.kind = 'IMPORT' AND b.status IN ('WAITING', 'RUNNING', 'FAILED') "
-            " AND b.team_id = u.team_id AND b.filters ->> 'upload_id' = u.id::text)"
-        ),
-        {"upload_cutoff": now - timedelta(days=1)},
-    )
-    tasks = await conn.execute(
-        sa.text(
-            "DELETE FROM background_task WHERE id IN (SELECT id FROM background_task "
-            " WHERE finished_at < :cutoff ORDER BY finished_at LIMIT :lim)"
-        ),
-        {"cutoff": now - retention, "lim": limit},
-    )
-    return Pruned(results.rowcount, orphans.rowcount, tasks.rowcount)
+    results = await one(conn, PRUNE_RESULTS, {"now": now, "lim": limit})
+    orphans = await one(conn, PRUNE_ORPHANS, {})
+    await execute(conn, PRUNE_UPLOADS, {"upload_cutoff": now - timedelta(days=1)})
+    tasks = await one(conn, PRUNE_TASKS, {"cutoff": now - retention, "lim": limit})
+    return Pruned(_n(results), _n(orphans), _n(tasks))
+
+
+def _n(found: dict[str, Any] | None) -> int:
+    return int(found["n"]) if found else 0
