@@ -84,7 +84,9 @@ async def test_stale_revision_skips_even_if_delivered(rt, world):
 
 
 async def test_same_minute_again_is_a_conflict_with_the_first(rt, world, clock):
-    at = clock() + timedelta(minutes=5)
+    # The start of a minute, so `at + 1 s` is surely the same minute (the clock starts at the
+    # wall clock's time, and at hh:mm:59 it was the next minute: CI saw that once).
+    at = (clock() + timedelta(minutes=5)).replace(second=0, microsecond=0)
     first = await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], at=at)
     with pytest.raises(TaskConflict) as err:
         await reminders.schedule_reminder(
