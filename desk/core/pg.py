@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import RowFactory, dict_row, tuple_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from desk.core.settings import Settings
 
@@ -161,6 +161,8 @@ class Pg:
                         row = await cursor.fetchone()
                         return [row] if row is not None else []
                     return await cursor.fetchall()
+            except PoolTimeout:
+                raise  # no connection at all: the database is away, and asking again waits again
             except psycopg.OperationalError:
                 if attempt == 2:
                     raise
