@@ -14,16 +14,18 @@ them (that would cost a round trip per question). A read that fails on one makes
 check its idle connections and runs once more; a write is never repeated here — the caller
 decides (`desk.core.db.retrying` for fenced, idempotent statements).
 
-An outage answers at once: while the pool's last attempt to connect failed (and none has
-succeeded since), a question waits `DOWN_WAIT` for a connection instead of `WAIT`, so a page
-says "cannot reach its database" (503, Retry-After) in about a second rather than after ten.
-The pool gives up a series of reconnect attempts after `RECONNECT_SECONDS` (instead of backing
-off for minutes) and then opens a connection when a question finds none, so the first question
-after the database returns finds it.
+An outage answers at once: while the pool's latest attempt to connect failed (and none has
+succeeded since), a question opens a connection of its own (at most `DIRECT` at a time; the
+others wait `DOWN_WAIT` for the pool instead of `WAIT`), so a page says "cannot reach its
+database" (503, Retry-After) at once rather than after ten seconds, and the first question after
+the database returns is answered on that connection instead of waiting for the pool's next
+reconnect. The pool gives up a series of reconnect attempts after `RECONNECT_SECONDS` (instead
+of backing off for minutes) and then opens a connection when a question finds none.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,6 +40,7 @@ from desk.core.settings import Settings
 Params = Mapping[str, Any] | Sequence[Any] | None
 WAIT = 10.0  # a question that cannot get a connection fails, it does not hang
 DOWN_WAIT = 1.0  # ... and fails sooner while the database is known to refuse connections
+DIRECT = 2  # connections of its own at once while the pool's are gone
 RECONNECT_SECONDS = 2.0
 
 
@@ -80,6 +83,8 @@ class Pg:
         if statement_timeout_ms:
             kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
         self._reach = _Reach()
+        self._connection_class = self._reach.connection_class()
+        self._direct = asyncio.Semaphore(DIRECT)
         self._conninfo = settings.libpq_url
         self._pool = self._new_pool(max_size or settings.db_pool_size, kwargs, name)
 
@@ -88,7 +93,7 @@ class Pg:
     ) -> AsyncConnectionPool[AsyncConnection[Any]]:
         return AsyncConnectionPool(
             self._conninfo,
-            connection_class=self._reach.connection_class(),
+            connection_class=self._connection_class,
             min_size=1,
             max_size=size,
             kwargs=kwargs,
@@ -104,8 +109,24 @@ class Pg:
         """False while the pool's latest attempt to connect failed (none has succeeded since)."""
         return not self._reach.down
 
-    def _wait(self) -> float:
-        return DOWN_WAIT if self._reach.down else WAIT
+    @asynccontextmanager
+    async def _take(self, wait: float = WAIT) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection from the pool or, while the database is known away, one of its own."""
+        if not self._reach.down:
+            async with self._pool.connection(wait) as conn:
+                yield conn
+            return
+        if self._direct.locked():
+            async with self._pool.connection(DOWN_WAIT) as conn:
+                yield conn
+            return
+        async with self._direct:
+            kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
+            conn = await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
+            try:
+                yield conn
+            finally:
+                await conn.close()
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
@@ -116,7 +137,7 @@ class Pg:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         """An autocommit connection for several statements (wrap them in `conn.transaction()`)."""
-        async with self._pool.connection(self._wait()) as conn:
+        async with self._take() as conn:
             yield conn
 
     async def one(self, sql: str, params: Params = None) -> dict[str, Any] | None:
@@ -141,7 +162,7 @@ class Pg:
 
     async def write(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
         """One statement that changes rows (its own transaction); the RETURNING rows, if any."""
-        async with self._pool.connection(self._wait()) as conn:
+        async with self._take() as conn:
             cursor = conn.cursor(row_factory=dict_row)
             await cursor.execute(sql, params)
             return await cursor.fetchall() if cursor.description else []
@@ -152,9 +173,8 @@ class Pg:
         for attempt in (1, 2):
             # The second try follows a broken connection: the database restarted (a new
             # connection comes in milliseconds) or is away (then say so soon).
-            wait = self._wait() if attempt == 1 else DOWN_WAIT
             try:
-                async with self._pool.connection(wait) as conn:
+                async with self._take(WAIT if attempt == 1 else DOWN_WAIT) as conn:
                     cursor = conn.cursor(row_factory=factory)
                     await cursor.execute(sql, params)
                     if first:
