@@ -129,7 +129,7 @@ async def cancel_group(rt: Runtime, scope: Scope, key: str, max_id: int) -> Outc
     async with rt.engine.begin() as conn:
         members = await _members(conn, scope, key, TaskStatus.WAITING, max_id)
         for task_id, team_id in members:
-            if await _cancel_one(conn, task_id, now) is not None:
+            if await ledger.cancel_id(conn, task_id, now=now) is not None:
                 by_team[team_id].append(task_id)
         for team_id, ids in by_team.items():
             await audit.record(
@@ -153,11 +153,6 @@ async def _retry_one(conn: AsyncConnection, task_id: int, now: datetime) -> Back
         return await ledger.retry(conn, task_id, now=now)
     except ledger.ScopeHeld:  # an identical task is already active: that one stands
         return None
-
-
-async def _cancel_one(conn: AsyncConnection, task_id: int, now: datetime) -> BackgroundTask | None:
-    task = await ledger.get(conn, task_id, lock=True)
-    return await ledger.cancel_task(conn, task, now=now) if task is not None else None
 
 
 # --- one task -------------------------------------------------------------------------------
@@ -186,7 +181,7 @@ async def cancel_task(rt: Runtime, scope: Scope, task_id: int) -> BackgroundTask
     found = await task_in_scope(rt, scope, task_id)
     now = rt.clock()
     async with rt.engine.begin() as conn:
-        task = await _cancel_one(conn, task_id, now)
+        task = await ledger.cancel_id(conn, task_id, now=now)
         if task is None:
             raise ValidationProblem("id", "only a queued or running task can be cancelled")
         await audit.record(

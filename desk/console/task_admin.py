@@ -107,8 +107,7 @@ async def cancel(rt: Runtime, task_id: int) -> BackgroundTask:
     """Cancel as every other face does (`ledger.cancel_task`: a reminder's ticket gets a new
     revision first); a task already ended is shown as it is."""
     async with rt.engine.begin() as conn:
-        found = await ledger.get(conn, task_id, lock=True)
-        task = await ledger.cancel_task(conn, found, now=rt.clock()) if found else None
+        task = await ledger.cancel_id(conn, task_id, now=rt.clock())
     return task or await get(rt, task_id)
 
 

@@ -210,7 +210,7 @@ class _Pool(ConnectionPool):
     still in the socket (the timeout fires before the transport reads it) and hand the stale
     reply to the next command. Only when the state cannot be read does redis-py's check decide.
 
-    Shortcut: reads redis-py's and hiredis' private connection state (`_may_have_data`); both are
+    Shortcut: reads redis-py's and hiredis' private connection state (`_unread`); both are
     pinned exactly. Goes with redis-py's own non-waiting check (redis/redis-py#4063, merged in May
     2026) in whichever release carries it, once arq allows that redis-py (arq 0.28 requires
     redis < 6)."""
@@ -222,11 +222,6 @@ class _Pool(ConnectionPool):
         if unread:
             await connection.disconnect()
         await super().ensure_connection(connection)
-
-
-def _may_have_data(connection: AbstractConnection) -> bool:
-    """False only when the connection surely holds nothing unread."""
-    return _unread(connection) is not False
 
 
 def _unread(connection: AbstractConnection) -> bool | None:

@@ -130,6 +130,13 @@ async def cancel_task(db: Db, task: BackgroundTask, *, now: datetime) -> Backgro
     return await cancel(db, task.id or 0, now=now)
 
 
+async def cancel_id(db: Db, task_id: int, *, now: datetime) -> BackgroundTask | None:
+    """`cancel_task` for a task known by its id alone (the console's and the CLI's): its row
+    read under lock first. None when it is missing or has already ended."""
+    task = await get(db, task_id, lock=True)
+    return await cancel_task(db, task, now=now) if task is not None else None
+
+
 async def skip(
     db: Db,
     task_id: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from desk.core.queue import _may_have_data
+from desk.core.queue import _unread
 from desk.core.runtime import Runtime
 from tests.helpers import wait_for
 
@@ -14,7 +14,7 @@ async def test_a_clean_connection_is_handed_out_without_a_loop_turn(rt: Runtime)
     pool = rt.redis.connection_pool
     await rt.redis.ping()  # one connection made and back in the pool
     conn = await pool.get_connection()
-    assert not _may_have_data(conn)
+    assert _unread(conn) is False  # surely nothing unread
     await pool.release(conn)
     loop = asyncio.get_running_loop()
     turns = 0
@@ -43,7 +43,7 @@ async def test_a_connection_with_an_unread_reply_is_not_reused_as_it_is(rt: Runt
         await conn.send_command("ECHO", f"stale {round_}")  # a reply nobody reads
 
         async def reply_arrived() -> bool:  # in the socket, or already read into the stream
-            return _may_have_data(conn)  # noqa: B023 - awaited within this round
+            return _unread(conn) is not False  # noqa: B023 - awaited within this round
 
         await wait_for(reply_arrived, what="the unread ECHO reply to arrive")
         await pool.release(conn)
