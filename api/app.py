@@ -79,6 +79,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Web requests are short: a statement running longer is cancelled (docs/graphql.md).
     rt = await Runtime.open(settings, statement_timeout_ms=settings.web_statement_timeout_ms)
     app.state.runtime = rt
+    rt.listen()  # the change feed: pushed news, and ticks answered from memory
     try:
         yield
     finally:

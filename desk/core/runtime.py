@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from desk.core.clock import Clock, utcnow
 from desk.core.db import create_engine
+from desk.core.feed import Feed
 from desk.core.pg import Pg
 from desk.core.queue import Queue
 from desk.core.settings import Settings
@@ -24,6 +25,8 @@ class Runtime:
     queue: Queue
     pg: Pg  # the hot paths' autocommit pool (desk/core/pg.py); `engine` serves SQLModel and admin writes
     clock: Clock = field(default=utcnow)
+    # The change feed's listener: a web process's (`listen()`); None in workers and the CLI.
+    feed: Feed | None = None
 
     @classmethod
     async def open(
@@ -50,7 +53,16 @@ class Runtime:
     def redis(self) -> Redis:
         return self.queue.redis
 
+    def listen(self) -> Feed:
+        """Start this process's one listening connection (docs/architecture.md, "Change feed")."""
+        if self.feed is None:
+            self.feed = Feed(self.settings.feed_url, application_name="taskdesk-web-feed")
+            self.feed.start()
+        return self.feed
+
     async def close(self) -> None:
+        if self.feed is not None:
+            await self.feed.close()
         await self.queue.close()
         await self.pg.close()
         await self.engine.dispose()

@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     taskdesk_env: Env = Env.DEV
     # Empty means "run private embedded servers" (taskdesk dev, the tests).
     database_url: str = ""
+    # The web process's one listening connection of the change feed (docs/architecture.md,
+    # "Change feed") must reach PostgreSQL directly: a transaction pooler does not keep a LISTEN.
+    # Empty: DATABASE_URL.
+    feed_database_url: str = ""
     redis_url: str = ""
     queue_prefix: str = Field(default="taskdesk", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     secret_key: str = DEV_SECRET
@@ -110,7 +114,7 @@ class Settings(BaseSettings):
     # Empty: no tracing at all (the opentelemetry packages are not even imported).
     otel_exporter_otlp_endpoint: str = Field(default="", max_length=500)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "feed_database_url")
     @classmethod
     def _check_database_url(cls, v: str) -> str:
         if v and not v.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
@@ -186,7 +190,19 @@ class Settings(BaseSettings):
     @cached_property
     def libpq_url(self) -> str:
         """The database URL in the form psycopg wants."""
-        return self.sqlalchemy_url.replace("postgresql+psycopg://", "postgresql://", 1)
+        return _libpq(self.database_url)
+
+    @cached_property
+    def feed_url(self) -> str:
+        """The change feed's direct connection, in the form psycopg wants."""
+        return _libpq(self.feed_database_url or self.database_url)
+
+
+def _libpq(url: str) -> str:
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix) :]
+    return url
 
 
 def load_settings(**overrides: object) -> Settings:
