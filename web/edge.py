@@ -119,12 +119,11 @@ class Edge:
             metrics.overloaded("graphql" if path == "/graphql" else "page")
             await overload.refuse(scope, send)
             return
-        # No await between the check and the increment: one event loop, so no race.
+        # No await between the check and the increment: one event loop, so no race. The
+        # exchange gives the slot back (`Exchange.release`) when it ends, or earlier when it
+        # turns out to be a stream.
         self.in_flight += 1
-        try:
-            await self._serve(scope, receive, send, state, counted=True)
-        finally:
-            self.in_flight -= 1
+        await self._serve(scope, receive, send, state, counted=True)
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, state: Any, counted: bool = False
@@ -136,13 +135,14 @@ class Edge:
         extra = self.extra[sec.PAGES_CSP if self.prod else sec.policy(scope["path"])]
         x = Exchange(self, scope, receive, send, extra, (REQUEST_ID, rid.encode()))
         began = x.began = self.timer()
-        x.counted = counted
+        x.counted = x.holds = counted
         try:
             if tracing.enabled():
                 await self._traced(x)
             else:
                 await self._dispatch(x)
         finally:
+            x.release()
             seconds = self.timer() - began
             route = observe.route_template(scope)
             self._timed(scope["method"], route, x.status, seconds)
@@ -191,6 +191,7 @@ class Exchange:
         "began",
         "counted",
         "cut",
+        "holds",
         "declared",
         "edge",
         "extra",
@@ -216,7 +217,7 @@ class Exchange:
         self.edge, self.scope, self.inner_receive, self.inner_send = edge, scope, receive, send
         self.extra, self.rid = extra, rid
         self.status = 500  # what an exception escaping the app becomes
-        self.began, self.counted = 0.0, False
+        self.began, self.counted, self.holds = 0.0, False, False
         self.cut = False
         self.allowed = -1  # the route's limit, looked up at the first read (most GETs: never)
         self.named, self.what, self.seen = 0, "", 0
@@ -244,7 +245,17 @@ class Exchange:
             self.status = message["status"]
             message["headers"] = self._headers(message.get("headers", []))
             self._started()
+            if self.holds and _streams(message["headers"]):
+                # An event stream (SSE) lasts as long as its reader: once it is answering, it
+                # is not a request in flight, and must not hold a slot of the bound for hours.
+                self.release()
         await self.inner_send(message)
+
+    def release(self) -> None:
+        """Give this exchange's slot of the in-flight bound back, once."""
+        if self.holds:
+            self.holds = False
+            self.edge.in_flight -= 1
 
     def _started(self) -> None:
         """The answer's first byte: how long it took tells the bound (a download streaming its
@@ -290,6 +301,10 @@ class Exchange:
             await self.inner_send({"type": "http.response.body", "body": got.body})
             return
         await got(self.scope, self.receive, self.send)
+
+
+def _streams(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(k.lower() == b"content-type" and v.startswith(b"text/event-stream") for k, v in headers)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
