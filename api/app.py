@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from desk.core import logs, tracing
 from desk.core.runtime import Runtime
 from desk.core.settings import ConfigError, Env, Settings, load_settings
+from desk.reads.memory import Memory
 from ui.polled import Polled
 from web import errors
 from web.edge import Edge
@@ -79,7 +80,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Web requests are short: a statement running longer is cancelled (docs/graphql.md).
     rt = await Runtime.open(settings, statement_timeout_ms=settings.web_statement_timeout_ms)
     app.state.runtime = rt
-    rt.listen()  # the change feed: pushed news, and ticks answered from memory
+    # The change feed (docs/architecture.md, "Change feed"): pushed news, and the page
+    # watcher's unchanged ticks answered from this process's memory of it.
+    app.state.memory = Memory(rt.listen())
     try:
         yield
     finally:

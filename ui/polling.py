@@ -8,11 +8,12 @@ row stops polling by itself after ten minutes of watching.
 
 from __future__ import annotations
 
-import time
 import zlib
 from bisect import bisect_right
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from itertools import accumulate
+
+from desk.core.clock import micros
 
 DELAYS = (1, 1, 2, 2, 5, 5, 5)
 STEADY = 10
@@ -42,7 +43,6 @@ def next_delay(age: float) -> int | None:
 # seconds so a task started elsewhere shows within that; a hidden tab asks every HIDDEN seconds.
 IDLE = 5.0
 HIDDEN = 30.0
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MIN_WAIT = 0.2  # never re-ask sooner, even for a row rendered a hair before its point
 
 
@@ -80,26 +80,4 @@ def version(updated_us: int, label: str, paused: bool) -> str:
 
 def row_version(updated_at: datetime, label: str, paused: bool) -> str:
     """`version` of a row as rendered (the template's side of the same token)."""
-    if updated_at.tzinfo is None:
-        updated_at = updated_at.replace(tzinfo=UTC)
-    updated_us = (updated_at - _EPOCH) // timedelta(microseconds=1)
-    token = version(updated_us, label, paused)
-    if len(_KNOWN) >= KNOWN_MAX:
-        _KNOWN.clear()  # a bound, not an LRU: a forgotten version only costs a whole read
-    _KNOWN[token] = (updated_us, int(time.time() * 1_000_000))
-    return token
-
-
-# For each version this process handed out (or checked): the `updated_at` it was made of and
-# when it was made (µs since the epoch). The watcher's tick reads a row whose `updated_at` is
-# still the page's, and none of whose times (run_at, lease, expiry) passed since, without the
-# columns only a changed row needs (desk.reads.tick). Never trusted for an answer: whether a row
-# changed is decided by comparing versions made afresh, and a wrong or missing entry only means
-# a second read.
-KNOWN_MAX = 65_536
-_KNOWN: dict[str, tuple[int, int]] = {}
-
-
-def known(token: str) -> tuple[int, int] | None:
-    """(updated_at, made at) of a version this process made, in µs; None if not known."""
-    return _KNOWN.get(token)
+    return version(micros(updated_at), label, paused)

@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from desk.console import health
+from desk.core.clock import micros
 from desk.core.errors import ValidationProblem
 from desk.core.models import TaskKind
 from desk.core.runtime import Runtime
@@ -35,8 +36,9 @@ from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.reads import tasks as reads
 from desk.reads import tick
+from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
-from ui import params, polling, task_lists, viewer
+from ui import params, polling, task_lists, unchanged, viewer
 from ui.params import Declined
 from ui.polled_route import WATCH, PolledRoute, answers
 from ui.render import render_html
@@ -55,6 +57,7 @@ PARAMS: dict[str, params.Scalar] = {
     "health_v": params.Text("h", None, max_length=16),
     "list_name": params.Text("list", None, choices=tuple(LISTS)),
     "newest": params.Number("newest", 0, ge=0),
+    "mark": params.Number("mark", 0, ge=0),
     "limit": params.Number("limit", task_lists.PANEL_SIZE, ge=1, le=task_lists.PAGE_SIZE),
 }
 HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Redis)
@@ -94,16 +97,15 @@ def health_version(report: health.Health) -> str:
     return f"{int(report.redis_ok)}-{len(report.workers)}"
 
 
-_health_cache: dict[int, tuple[float, asyncio.Future[health.Health]]] = {}
-
-
-async def health_now(rt: Runtime) -> health.Health:
-    """The badge's read, shared by this process's pages for HEALTH_TTL seconds; pages that ask
-    while it runs wait for that one read instead of starting their own."""
-    hit = _health_cache.get(id(rt))
+async def health_now(request: Request, rt: Runtime) -> health.Health:
+    """The badge's read, shared by this app's pages for HEALTH_TTL seconds; pages that ask
+    while it runs wait for that one read instead of starting their own. Kept on the app's state:
+    it goes with the app."""
+    state = request.app.state
+    hit: tuple[float, asyncio.Future[health.Health]] | None = getattr(state, "health_read", None)
     if hit is None or time.monotonic() - hit[0] >= HEALTH_TTL:
         hit = (time.monotonic(), asyncio.ensure_future(health.check(rt)))
-        _health_cache[id(rt)] = hit
+        state.health_read = hit
     return await asyncio.shield(hit[1])
 
 
@@ -205,9 +207,11 @@ async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[
     return [render_html(v.locale, "base.html", bell_ctx, "bell")]
 
 
-async def _health(rt: Runtime, v: Viewer, shown: str, ctx: dict[str, Any]) -> list[str]:
+async def _health(
+    request: Request, rt: Runtime, v: Viewer, shown: str, ctx: dict[str, Any]
+) -> list[str]:
     """The worker badge again when what it says is not what the page shows."""
-    report = await health_now(rt)
+    report = await health_now(request, rt)
     if health_version(report) == shown:
         return []
     return [render_html(v.locale, "base.html", ctx | {"health": report}, "health")]
@@ -245,19 +249,87 @@ async def _read(
     """The tick's one statement, and its viewer (LoginRequired when signed out)."""
     team_id = viewer.team_cookie(request)
     ask = None if list_name is None else tick.ListAsk(team_id, newest, limit, LISTS[list_name])
-    found = await tick.tick(
-        rt.pg,
-        session_secret(rt, request) or "",
-        rt.clock(),
-        [w.id for w in watched],
-        team_id=team_id,
-        teams=team_id is None,
-        listing=ask,
-        known=[polling.known(w.version) for w in watched],
-    )
+    secret = session_secret(rt, request) or ""
+    memory = memory_of(request)
+    now = rt.clock()
+    reading = memory.begin() if memory is not None else None
+    try:
+        found = await tick.tick(
+            rt.pg,
+            secret,
+            now,
+            [w.id for w in watched],
+            team_id=team_id,
+            teams=team_id is None,
+            listing=ask,
+            known=[_known(memory, w, now) for w in watched],
+        )
+        if found is not None and memory is not None and reading is not None:
+            unchanged.learn(memory, reading, secret, found, team_id)
+    finally:
+        if memory is not None:
+            memory.end()
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
     return v, found
+
+
+def memory_of(request: Request) -> Memory | None:
+    """This app's memory of the change feed (api/app.py's lifespan makes it)."""
+    return getattr(request.app.state, "memory", None)
+
+
+def _known(memory: Memory | None, w: Watched, now: datetime) -> tuple[int, int] | None:
+    """The `updated_at` the page's copy of a row is of, when the memory vouches for it (then
+    the tick reads the row without what only a changed row needs: desk.reads.tick)."""
+    note = memory.row(w.id) if memory is not None else None
+    if note is None:
+        return None
+    label = task_rules.status_label(note, now)
+    paused = memory.lanes_paused() if note.status == "WAITING" and memory is not None else None
+    if note.status == "WAITING" and paused is None:
+        return None
+    shown = polling.version(note.updated_us, label, lanes.lane_of(note.kind) in (paused or ()))
+    return (note.updated_us, micros(now)) if shown == w.version else None
+
+
+async def _from_memory(
+    request: Request,
+    rt: Runtime,
+    watched: list[Watched],
+    bell: int | None,
+    health_v: str | None,
+    list_name: str | None,
+    after: int,
+) -> Response | None:
+    """The 204 of a tick that finds nothing new, without a statement (ui/unchanged.py)."""
+    memory = memory_of(request)
+    if memory is None or not memory.trusted:
+        return None
+    kind: object = unchanged.MISSING if list_name is None else LISTS[list_name]
+    found = unchanged.unchanged(
+        memory,
+        session_secret(rt, request) or "",
+        viewer.team_cookie(request),
+        rt.clock(),
+        watched,
+        bell=bell,
+        list_kind=kind,
+        after=after,
+    )
+    if found is None:
+        return None
+    if health_v is not None and health_version(await health_now(request, rt)) != health_v:
+        return None
+    ages, mark = found
+    headers = {
+        "X-Poll-In": f"{polling.tick_in(ages):.2f}",
+        "Cache-Control": "no-store",
+        "Vary": "HX-Request",
+    }
+    if list_name is not None:
+        headers["X-Watch-Mark"] = str(mark)
+    return Response(status_code=204, headers=headers)
 
 
 async def answer(
@@ -269,15 +341,22 @@ async def answer(
     list_name: str | None = None,
     newest: int = 0,
     limit: int = task_lists.PANEL_SIZE,
+    mark: int = 0,
 ) -> Response:
     """204 when nothing the page shows changed; else the changed fragments, out of band."""
+    quick = await _from_memory(request, rt, watched, bell, health_v, list_name, max(newest, mark))
+    if quick is not None:
+        return quick
+    memory = memory_of(request)
+    # Checked up to here once this read answers (taken before it: see desk.reads.memory).
+    horizon = memory.horizon if memory is not None and memory.trusted else None
     v, found = await _read(request, rt, watched, list_name, newest, limit)
     changes = await _rows(rt, v, watched, found.rows)
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}
     if bell is not None:
         changes.html += await _bell(rt, v, bell, ctx)
     if health_v is not None:
-        changes.html += await _health(rt, v, health_v, ctx)
+        changes.html += await _health(request, rt, v, health_v, ctx)
     listing = None
     if list_name is not None and v.team_id is not None:
         listing = await _listing(rt, v.user_id, list_name, newest, limit, found.listing)
@@ -286,6 +365,8 @@ async def answer(
         "Cache-Control": "no-store",
         "Vary": "HX-Request",
     }
+    if horizon is not None and list_name is not None and listing is None:
+        headers["X-Watch-Mark"] = str(max(horizon, mark))
     if not (changes.rows or changes.gone or changes.html or listing):
         return Response(status_code=204, headers=headers)
     watch_ctx = ctx | {"rows": changes.rows, "gone": changes.gone, "listing": listing}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
 
@@ -19,3 +19,14 @@ def arrived_at(request: object | None, clock: Clock) -> datetime:
     state = getattr(request, "state", None)
     value = getattr(state, "arrived_at", None)
     return value if isinstance(value, datetime) else clock()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def micros(at: datetime) -> int:
+    """µs since the epoch: how versions count time (ui.polling, the change feed's notices)."""
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return (at - _EPOCH) // _US

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -179,7 +180,7 @@ class Subscription:
                 self.queue.get_nowait()
             self.queue.put_nowait(Resync("overflow"))
 
-    def keys(self) -> list[tuple[str, int]]:
+    def interests(self) -> list[tuple[str, int]]:
         return (
             [("task", i) for i in self.tasks]
             + [("team", i) for i in self.teams]
@@ -221,6 +222,7 @@ class Feed:
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._syncs: dict[str, asyncio.Event] = {}
 
     def subscribe(
         self,
@@ -240,11 +242,34 @@ class Feed:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="taskdesk-feed")
 
-    async def wait_connected(self, timeout: float) -> bool:
-        """For start-up and tests: whether the listener is connected within `timeout`."""
+    async def wait_connected(self, seconds: float) -> bool:
+        """For start-up and tests: whether the listener is connected within `seconds`."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            await asyncio.wait_for(self._ready.wait(), seconds)
         return self.connected
+
+    async def sync(self, seconds: float = 30.0) -> bool:
+        """Whether every commit made before this call has been told to the observers and
+        subscriptions (within `seconds`). Notices arrive in commit order, so a marker notified
+        now arrives after all of theirs. For tests and tools: what a user waits for by the next
+        tick."""
+        if not await self.wait_connected(seconds):
+            return False
+        token = secrets.token_hex(8)
+        done = self._syncs[token] = asyncio.Event()
+        try:
+            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, "x:" + token))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), seconds)
+            return done.is_set()
+        finally:
+            self._syncs.pop(token, None)
+
+    def _synced(self, token: str) -> None:
+        waiter = self._syncs.get(token)
+        if waiter is not None:
+            waiter.set()
 
     async def close(self) -> None:
         if self._task is not None:
@@ -289,6 +314,9 @@ class Feed:
             self._fan_out([Resync("reconnected" if self.generation > 1 else "started")])
             while True:
                 async for n in conn.notifies(timeout=self.HEALTH_CHECK):
+                    if n.payload.startswith("x:"):
+                        self._synced(n.payload[2:])
+                        continue
                     self.notices += 1
                     self._fan_out(parse(n.payload))
                 await conn.execute("SELECT 1")  # quiet for a while: is the connection alive?
@@ -304,12 +332,12 @@ class Feed:
 
     def _add(self, sub: Subscription) -> None:
         self.subscriptions.add(sub)
-        for key in sub.keys():
+        for key in sub.interests():
             self._by_key.setdefault(key, set()).add(sub)
 
     def _remove(self, sub: Subscription) -> None:
         self.subscriptions.discard(sub)
-        for key in sub.keys():
+        for key in sub.interests():
             subs = self._by_key.get(key)
             if subs is not None:
                 subs.discard(sub)

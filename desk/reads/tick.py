@@ -32,6 +32,8 @@ from typing import Any
 
 from psycopg import sql
 
+from desk.core.clock import micros
+from desk.core.feed import TaskNote
 from desk.core.models import Role, TaskKind
 from desk.core.pg import Pg
 from desk.core.rows import TASK_COLUMNS, TaskRow
@@ -42,7 +44,7 @@ from desk.reads.tasks import Person, TaskHit, TaskPage, TeamRef
 
 READER = sql.SQL("v.id")  # the session's user, in the statement's `v`
 # The session's row, first in every result row; "teams" (as JSON text) only when asked.
-HEAD = ("csrf", *reads.PERSON_COLUMNS, "unread", "list_team")
+HEAD = ("csrf", "session_expires", *reads.PERSON_COLUMNS, "unread", "list_team", "list_role")
 # A branch's row after the head: which branch, the task, its extras, the reader's role and
 # whether the row was read whole (`_WATCHED`).
 BRANCH = ("part", *TASK_COLUMNS, "ticket_title", "paused", "member_role", "whole")
@@ -92,6 +94,15 @@ class Row:
     reader: int
     whole: bool
 
+    @property
+    def team_id(self) -> int:
+        return int(self.data[_TEAM])
+
+    @property
+    def role(self) -> Role:
+        """The reader's role in the row's team."""
+        return _ROLES[self.data[_ROLE]]
+
     def hit(self) -> TaskHit:
         """The row as `reads.task` gives it."""
         if not self.whole:
@@ -101,6 +112,26 @@ class Row:
 
 
 _ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row of every tick
+
+
+def note_of(row: Row) -> TaskNote:
+    """A watched row as a notice of the change feed would tell it (desk.reads.memory)."""
+    st = row.state
+    return TaskNote(
+        int(row.data[_ID]),
+        row.team_id,
+        st.owner_id,
+        st.kind,
+        st.status,
+        micros(row.updated_at),
+        st.run_at,
+        st.lease_until,
+        st.expires_at,
+        st.cancel_requested,
+        st.attempts,
+        st.result_skipped,
+        st.result_bytes,
+    )
 
 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
@@ -186,6 +217,8 @@ class Tick:
     rows: dict[int, Row]  # the watched rows the reader may see (others: absent)
     listing: TaskPage | None  # None: not asked, or not a member of that team
     list_team: int | None  # the team the list was read for
+    list_role: Role | None  # the reader's role there (None: not a member)
+    expires_at: datetime  # the session's end
 
 
 def _list_branch(kind: bool) -> sql.Composable:
@@ -200,10 +233,9 @@ def _list_branch(kind: bool) -> sql.Composable:
 @cache
 def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
     head = [
-        sql.SQL("s.csrf"),
+        sql.SQL("s.csrf, s.expires_at"),
         reads.person_columns(),
-        sql.SQL("{} AS unread").format(reads.UNREAD_SQL),
-        sql.SQL("coalesce(%(team)s::bigint, {}) AS list_team").format(_FIRST_TEAM_SQL),
+        sql.SQL("{} AS unread, lt.team AS list_team, lm.role").format(reads.UNREAD_SQL),
     ]
     # As text: the head is repeated on every row, and only the first row's is decoded.
     head += [sql.SQL("{}::text AS teams").format(reads.TEAMS_SQL)] if with_teams else []
@@ -215,9 +247,16 @@ def _sql(with_teams: bool, with_list: bool, with_kind: bool) -> str:
     return reads.render(
         sql.SQL(
             "WITH v AS MATERIALIZED (SELECT {head} FROM web_session s "
-            "JOIN app_user u ON u.id = s.user_id WHERE {live}) "
+            "JOIN app_user u ON u.id = s.user_id "
+            "CROSS JOIN LATERAL (SELECT coalesce(%(team)s::bigint, {first}) AS team) lt "
+            "LEFT JOIN membership lm ON lm.user_id = u.id AND lm.team_id = lt.team WHERE {live}) "
             "SELECT v.*, x.* FROM v LEFT JOIN LATERAL ({branches}) x ON true"
-        ).format(head=sql.SQL(", ").join(head), live=reads.SESSION_LIVE, branches=branches)
+        ).format(
+            head=sql.SQL(", ").join(head),
+            first=_FIRST_TEAM_SQL,
+            live=reads.SESSION_LIVE,
+            branches=branches,
+        )
     )
 
 
@@ -282,4 +321,12 @@ async def tick(
     if listing is not None and member:
         listed.sort(key=lambda r: -(r[_ID] or 0))  # newest first, as `reads.list_tasks` reads them
         page = reads.page_of(listed, listing.first)
-    return Tick(session, rows, page, head[_H["list_team"]])
+    role = head[_H["list_role"]]
+    return Tick(
+        session,
+        rows,
+        page,
+        head[_H["list_team"]],
+        _ROLES[role] if role else None,
+        head[_H["session_expires"]],
+    )

@@ -11,6 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
+from desk.core.feed import Feed
 from desk.core.settings import Settings
 from tests.sessions import signed_in
 from web.auth import SESSION_COOKIE
@@ -20,8 +21,14 @@ class Page(httpx.AsyncClient):
     """A browser-like client: `hx_*` methods send what htmx sends, including the CSRF header."""
 
     csrf: str = ""
+    feed: Feed | None = None
 
     async def hx_get(self, url: str, **kw: Any) -> httpx.Response:
+        if url.startswith("/watch") and self.feed is not None:
+            # A tick is answered from the process's memory of the change feed, which hears of a
+            # commit a moment after it: a browser's next tick comes seconds later, a test's at
+            # once. Wait for the notices of what the test just wrote, as that second would.
+            assert await self.feed.sync()
         return await self.get(url, headers={"HX-Request": "true", **kw.pop("headers", {})}, **kw)
 
     async def hx_post(self, url: str, data: Any = None, **kw: Any) -> httpx.Response:
@@ -55,6 +62,7 @@ async def page_as(app: FastAPI) -> AsyncIterator[PageFactory]:
             headers={"X-Request-ID": "ui-test"},
         )
         opened.append(client)
+        client.feed = app.state.runtime.feed
         if user_id is not None:
             cookie, client.csrf = signed_in(app.state.settings, user_id)
             client.cookies.set(SESSION_COOKIE, cookie)

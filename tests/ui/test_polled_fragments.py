@@ -348,6 +348,7 @@ def test_watch_parameters_as_the_route_reads_them() -> None:
         "health_v": "1-2",
         "list_name": None,
         "newest": 7,
+        "mark": 0,
         "limit": 8,
     }
     for odd in (b"bell=+1", b"newest=01", b"limit=0", b"limit=51", b"h=" + b"x" * 17):

@@ -126,6 +126,9 @@
     if (list) {
       parts.push("list=" + encodeURIComponent(list.dataset.list));
       parts.push("newest=" + encodeURIComponent(list.dataset.newest));
+      // Checked up to this task id by an earlier tick (X-Watch-Mark): a page whose list has
+      // nothing newer to show is answered from the server's memory, not its database.
+      if (list.dataset.mark) parts.push("mark=" + encodeURIComponent(list.dataset.mark));
       parts.push("limit=" + encodeURIComponent(list.dataset.limit));
     }
     return "/watch?" + parts.join("&");
@@ -168,6 +171,9 @@
     if (status >= 200 && status < 400) {
       watch.fails = 0;
       var next = Number(xhr.getResponseHeader("X-Poll-In"));
+      var mark = xhr.getResponseHeader("X-Watch-Mark");
+      var list = document.getElementById("tasks-watch");
+      if (list && mark) list.dataset.mark = mark;
       wait = next > 0 ? next * 1000 : IDLE_MS;
       var box = document.getElementById("flash");
       if (box && box.dataset.offline) {

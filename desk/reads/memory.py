@@ -1,0 +1,228 @@
+"""A web process's memory of the change feed (docs/architecture.md, "Change feed"): what the page
+watcher's tick needs to tell "nothing changed" without a statement.
+
+It remembers, per process: task rows (as their notices or the tick's reads left them: what a
+version and a label are made of), live sessions and the people behind them, unread counts, the
+team roles the ticks used, the lanes' pauses, and the tasks created since the listener began.
+Notices (desk/core/feed.py) replace or drop entries as they commit; the tick's own reads fill in
+what no notice has told yet, guarded so a read that raced a notice never stores an older answer
+than the notice's (`begin`/`learn_*`).
+
+Every answer is "known" or "ask the database" (None): nothing is trusted while the listener is
+not connected, and everything is forgotten when it reconnects (`reset`). So a notice missed,
+late or forgotten (the bounds) costs one statement, never a wrong 204. Across web processes it is
+right for the same reason: each process's listener sees every commit.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from desk.core.feed import Event, Feed, LanesNote, Resync, TaskNote, TeamNote, UserNote
+from desk.core.models import Role
+from desk.people import access
+from desk.reads.tasks import Person, TeamRef
+
+MAX_ROWS = 200_000
+MAX_SESSIONS = 100_000
+MAX_CREATED_PER_TEAM = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemo:
+    """A live session as the tick read it (`desk.reads.tick`): valid until `expires_at` unless a
+    notice about its person comes first."""
+
+    user_id: int
+    person: Person
+    csrf: str
+    expires_at: datetime
+    teams: tuple[TeamRef, ...] | None  # read only when the page has no team cookie
+    first_team: int | None  # the team a page without a team cookie works in (when `teams`)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A read in progress: what the memory had seen when it began."""
+
+    seq: int
+    generation: int
+
+
+class Memory:
+    """One per web process, fed by its `Feed` (an observer)."""
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self.rows: OrderedDict[int, TaskNote] = OrderedDict()
+        self.sessions: OrderedDict[str, SessionMemo] = OrderedDict()
+        self.by_user: dict[int, set[str]] = {}
+        self.unread: dict[int, int] = {}
+        self.roles: dict[tuple[int, int], Role] = {}
+        self.paused: frozenset[str] | None = None
+        self.created: dict[int, deque[TaskNote]] = {}
+        self.floor = 0  # task ids above it that no notice named do not exist
+        self.team_floor: dict[int, int] = {}  # ... per team, once its list was trimmed
+        self.seq = 0
+        self.generation = -1
+        self._reads = 0
+        self._touched: dict[tuple[str, int], int] = {}
+        feed.observe(self)
+
+    # --- what the feed tells -----------------------------------------------------------------
+
+    def reset(self) -> None:
+        self.rows.clear()
+        self.sessions.clear()
+        self.by_user.clear()
+        self.unread.clear()
+        self.roles.clear()
+        self.paused = None
+        self.created.clear()
+        self.team_floor.clear()
+        self.floor = self.feed.baseline
+        self.generation = self.feed.generation
+        self.seq += 1
+        self._touched.clear()
+
+    def events(self, events: list[Event]) -> None:
+        self.seq += 1
+        for e in events:
+            if isinstance(e, TaskNote):
+                self._task(e)
+            elif isinstance(e, UserNote):
+                self._user(e)
+            elif isinstance(e, TeamNote | Resync):
+                self._forget_people()
+            elif isinstance(e, LanesNote):
+                self.paused = None
+                self._touch("lanes", 0)
+
+    def _touch(self, kind: str, key: int) -> None:
+        if self._reads:  # only a read in flight needs to know what moved under it
+            self._touched[(kind, key)] = self.seq
+
+    def _task(self, note: TaskNote) -> None:
+        self._touch("task", note.id)
+        if note.gone:
+            self.rows.pop(note.id, None)
+            return
+        self._keep_row(note)
+        if note.created:
+            made = self.created.setdefault(note.team_id, deque())
+            made.append(note)
+            if len(made) > MAX_CREATED_PER_TEAM:
+                old = made.popleft()
+                self.team_floor[note.team_id] = max(self.team_floor.get(note.team_id, 0), old.id)
+
+    def _keep_row(self, note: TaskNote) -> None:
+        self.rows[note.id] = note
+        self.rows.move_to_end(note.id)
+        if len(self.rows) > MAX_ROWS:
+            self.rows.popitem(last=False)
+
+    def _user(self, note: UserNote) -> None:
+        self._touch("user", note.user_id)
+        if note.what == "notification":
+            self.unread.pop(note.user_id, None)
+            return
+        for digest in self.by_user.pop(note.user_id, set()):
+            self.sessions.pop(digest, None)
+        self.roles = {k: v for k, v in self.roles.items() if k[0] != note.user_id}
+        self.unread.pop(note.user_id, None)
+
+    def _forget_people(self) -> None:
+        self._touch("people", 0)
+        self.sessions.clear()
+        self.by_user.clear()
+        self.roles.clear()
+
+    # --- what a tick asks --------------------------------------------------------------------
+
+    @property
+    def trusted(self) -> bool:
+        return self.feed.connected and self.generation == self.feed.generation
+
+    def session(self, digest: str, now: datetime) -> SessionMemo | None:
+        memo = self.sessions.get(digest) if self.trusted else None
+        return memo if memo is not None and memo.expires_at > now else None
+
+    def row(self, task_id: int) -> TaskNote | None:
+        return self.rows.get(task_id) if self.trusted else None
+
+    def role(self, user_id: int, team_id: int) -> Role | None:
+        return self.roles.get((user_id, team_id)) if self.trusted else None
+
+    def unread_of(self, user_id: int) -> int | None:
+        return self.unread.get(user_id) if self.trusted else None
+
+    def lanes_paused(self) -> frozenset[str] | None:
+        return self.paused if self.trusted else None
+
+    def newer_visible(self, member: access.Member, after: int, kind: str | None) -> bool | None:
+        """Whether a task of the member's team above id `after` is one they may see (of `kind`
+        when given); None when the memory cannot tell (its tasks do not reach back that far)."""
+        if not self.trusted or after < max(self.floor, self.team_floor.get(member.team_id, 0)):
+            return None
+        for note in reversed(self.created.get(member.team_id, ())):
+            if note.id <= after:
+                break
+            if (kind is None or note.kind == kind) and access.can_see_task(
+                member, note.kind, note.owner_id
+            ):
+                return True
+        return False
+
+    @property
+    def horizon(self) -> int:
+        """The newest task id the memory knows of (a page's list has been checked up to it)."""
+        newest = [d[-1].id for d in self.created.values() if d]
+        return max([self.floor, *newest])
+
+    # --- what a tick's read teaches ----------------------------------------------------------
+
+    def begin(self) -> Reading:
+        self._reads += 1
+        return Reading(self.seq, self.generation)
+
+    def end(self) -> None:
+        self._reads -= 1
+        if not self._reads:
+            self._touched.clear()
+
+    def _fresh(self, r: Reading, kind: str, key: int) -> bool:
+        """Nothing about this key was told since the read began (so the read is not older)."""
+        return (
+            self.trusted
+            and r.generation == self.generation
+            and self._touched.get((kind, key), -1) <= r.seq
+            and self._touched.get(("people", 0), -1) <= r.seq
+        )
+
+    def learn_session(self, r: Reading, digest: str, memo: SessionMemo, unread: int | None) -> None:
+        if not self._fresh(r, "user", memo.user_id):
+            return
+        self.sessions[digest] = memo
+        self.sessions.move_to_end(digest)
+        self.by_user.setdefault(memo.user_id, set()).add(digest)
+        if len(self.sessions) > MAX_SESSIONS:
+            old, gone = self.sessions.popitem(last=False)
+            self.by_user.get(gone.user_id, set()).discard(old)
+        if unread is not None:
+            self.unread[memo.user_id] = unread
+
+    def learn_roles(self, r: Reading, user_id: int, roles: Iterable[tuple[int, Role]]) -> None:
+        if self._fresh(r, "user", user_id):
+            for team_id, role in roles:
+                self.roles[(user_id, team_id)] = role
+
+    def learn_row(self, r: Reading, note: TaskNote) -> None:
+        if self._fresh(r, "task", note.id) and note.id not in self.rows:
+            self._keep_row(note)
+
+    def learn_paused(self, r: Reading, paused: frozenset[str]) -> None:
+        if self._fresh(r, "lanes", 0):
+            self.paused = paused
