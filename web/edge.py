@@ -191,10 +191,10 @@ class Exchange:
         "began",
         "counted",
         "cut",
-        "holds",
         "declared",
         "edge",
         "extra",
+        "holds",
         "inner_receive",
         "inner_send",
         "named",
@@ -304,7 +304,9 @@ class Exchange:
 
 
 def _streams(headers: list[tuple[bytes, bytes]]) -> bool:
-    return any(k.lower() == b"content-type" and v.startswith(b"text/event-stream") for k, v in headers)
+    return any(
+        k.lower() == b"content-type" and v.startswith(b"text/event-stream") for k, v in headers
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

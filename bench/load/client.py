@@ -64,6 +64,7 @@ class PageState:
     bell: int = -1
     health: str = ""
     newest: int = 0
+    mark: int = 0  # X-Watch-Mark: the list checked up to this id (ui.js keeps it so)
     fails: int = 0
 
     def url(self) -> str:
@@ -72,6 +73,7 @@ class PageState:
         parts = [f"r={quote(t, safe=':')}" for _, t in newest_rows]
         parts += [f"bell={self.bell}", f"h={quote(self.health)}", "list=tasks"]
         parts += [f"newest={self.newest}", "limit=20"]
+        parts += [f"mark={self.mark}"] if self.mark else []
         return "/watch?" + "&".join(parts)
 
     def take(self, html: str) -> list[int]:
@@ -150,6 +152,8 @@ class Sim:
         if r.status_code >= 400:
             return 10.0
         page.fails = 0
+        if mark := r.headers.get("x-watch-mark"):
+            page.mark = int(mark)
         if r.status_code == 200:
             self.tally.finished_seen.update(page.take(r.text))
         return float(r.headers.get("x-poll-in") or IDLE)

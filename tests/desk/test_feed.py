@@ -107,7 +107,9 @@ async def test_people_sessions_memberships_and_lanes_are_announced(
         assert await _next(sub, UserNote) == UserNote(world.customer, "membership", world.team)
     async with feed.subscribe(everything=True) as sub:
         async with rt.engine.begin() as conn:
-            await conn.execute(sa.text("INSERT INTO task_lane (name, paused) VALUES ('long', true)"))
+            await conn.execute(
+                sa.text("INSERT INTO task_lane (name, paused) VALUES ('long', true)")
+            )
         assert isinstance(await _next(sub, LanesNote), LanesNote)
 
 
