@@ -2,16 +2,18 @@
 without a database statement (docs/architecture.md, "Change feed").
 
 Most ticks find nothing new: the rows the page shows are still at their versions, the bell at its
-count, the list has nothing newer the viewer may see, the session still lives. `unchanged` tells
-that from `desk.reads.memory` alone and answers the 204 the full tick (ui/watch.py) would have
-answered; whenever the memory cannot vouch for one part (never told, forgotten, the listener not
-connected) or something did change, it answers None and the full tick reads the database.
+count, the list has nothing newer the viewer may see, the session still lives. `vouch` tells
+what of that the memory (`desk.reads.memory`) alone can vouch for: all of it, and the tick is
+the 204 the full tick (ui/watch.py) would have answered, with no statement; a part of it, and
+the full tick reads only the rest. Whatever the memory cannot vouch for (never told, forgotten,
+the listener not connected) or what did change is read from the database.
 
 `learn` is the other half: what a full tick read is remembered for the next one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -48,7 +50,18 @@ def _row_unchanged(memory: Memory, user_id: int, w: Watched, now: datetime, age:
     return polling.version(note.updated_us, label, paused) == w.version
 
 
-def unchanged(
+@dataclass
+class Vouch:
+    """What the memory vouches did not change since the page's copy."""
+
+    rows: dict[int, float]  # watched rows still at the page's version: id -> watched for (s)
+    bell: bool  # the unread count is the page's
+    list_quiet: bool  # nothing newer in the list the viewer may see (or no list)
+    mark: int  # the list is checked up to this task id
+    whole: bool  # all of the page: a 204 with no statement
+
+
+def vouch(
     memory: Memory,
     secret: str,
     team_cookie: int | None,
@@ -58,33 +71,31 @@ def unchanged(
     bell: int | None,
     list_kind: object,
     after: int,
-) -> tuple[list[float], int] | None:
-    """(the rows' ages, the list's new mark) when nothing the page shows changed, as far as the
-    memory can vouch; None when the database must be asked. `list_kind`: MISSING when the page
-    has no list, else the list's kind (None: every kind); `after`: the id the page's list is
-    known to be checked up to."""
+) -> Vouch | None:
+    """What of the page the memory can vouch for; None without a live session it knows.
+    `list_kind`: MISSING when the page has no list, else the list's kind (None: every kind);
+    `after`: the id the page's list is known to be checked up to."""
     memo = memory.session(sessions.session_digest(secret), now) if secret else None
     if memo is None:
         return None
     user_id = memo.user_id
-    if bell is not None and memory.unread_of(user_id) != bell:
-        return None
     stamp = now.timestamp()
-    ages = []
+    rows = {}
     for w in watched:
         age = stamp - min(w.since, stamp)
-        if not _row_unchanged(memory, user_id, w, now, age):
-            return None
-        ages.append(age)
+        if _row_unchanged(memory, user_id, w, now, age):
+            rows[w.id] = age
+    same_bell = bell is None or memory.unread_of(user_id) == bell
+    quiet = list_kind is MISSING
     team_id = team_cookie if team_cookie is not None else memo.first_team
-    if list_kind is not MISSING and team_id is not None:
+    if not quiet and team_id is not None:
         role = memory.role(user_id, team_id)
-        if role is None:
-            return None
-        kind = None if list_kind is None else str(list_kind)
-        if memory.newer_visible(access.Member(user_id, team_id, role), after, kind) is not False:
-            return None
-    return ages, memory.horizon
+        kind = None if list_kind is None or list_kind is MISSING else str(list_kind)
+        if role is not None:
+            member = access.Member(user_id, team_id, role)
+            quiet = memory.newer_visible(member, after, kind) is False
+    whole = quiet and same_bell and len(rows) == len({w.id for w in watched})
+    return Vouch(rows, same_bell, quiet, memory.horizon, whole)
 
 
 def learn(

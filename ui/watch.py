@@ -27,7 +27,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from desk.console import health
-from desk.core.clock import micros
 from desk.core.errors import ValidationProblem
 from desk.core.models import TaskKind
 from desk.core.runtime import Runtime
@@ -262,7 +261,6 @@ async def _read(
             team_id=team_id,
             teams=team_id is None,
             listing=ask,
-            known=[_known(memory, w, now) for w in watched],
         )
         if found is not None and memory is not None and reading is not None:
             unchanged.learn(memory, reading, secret, found, team_id)
@@ -279,57 +277,36 @@ def memory_of(request: Request) -> Memory | None:
     return getattr(request.app.state, "memory", None)
 
 
-def _known(memory: Memory | None, w: Watched, now: datetime) -> tuple[int, int] | None:
-    """The `updated_at` the page's copy of a row is of, when the memory vouches for it (then
-    the tick reads the row without what only a changed row needs: desk.reads.tick)."""
-    note = memory.row(w.id) if memory is not None else None
-    if note is None:
-        return None
-    label = task_rules.status_label(note, now)
-    paused = memory.lanes_paused() if note.status == "WAITING" and memory is not None else None
-    if note.status == "WAITING" and paused is None:
-        return None
-    shown = polling.version(note.updated_us, label, lanes.lane_of(note.kind) in (paused or ()))
-    return (note.updated_us, micros(now)) if shown == w.version else None
+def _headers(ages: list[float]) -> dict[str, str]:
+    return {
+        "X-Poll-In": f"{polling.tick_in(ages):.2f}",
+        "Cache-Control": "no-store",
+        "Vary": "HX-Request",
+    }
 
 
-async def _from_memory(
+def _vouch(
     request: Request,
     rt: Runtime,
     watched: list[Watched],
     bell: int | None,
-    health_v: str | None,
     list_name: str | None,
     after: int,
-) -> Response | None:
-    """The 204 of a tick that finds nothing new, without a statement (ui/unchanged.py)."""
+) -> unchanged.Vouch | None:
+    """What the process's memory of the change feed vouches did not change (ui/unchanged.py)."""
     memory = memory_of(request)
     if memory is None or not memory.trusted:
         return None
-    kind: object = unchanged.MISSING if list_name is None else LISTS[list_name]
-    found = unchanged.unchanged(
+    return unchanged.vouch(
         memory,
         session_secret(rt, request) or "",
         viewer.team_cookie(request),
         rt.clock(),
         watched,
         bell=bell,
-        list_kind=kind,
+        list_kind=unchanged.MISSING if list_name is None else LISTS[list_name],
         after=after,
     )
-    if found is None:
-        return None
-    if health_v is not None and health_version(await health_now(request, rt)) != health_v:
-        return None
-    ages, mark = found
-    headers = {
-        "X-Poll-In": f"{polling.tick_in(ages):.2f}",
-        "Cache-Control": "no-store",
-        "Vary": "HX-Request",
-    }
-    if list_name is not None:
-        headers["X-Watch-Mark"] = str(mark)
-    return Response(status_code=204, headers=headers)
 
 
 async def answer(
@@ -343,29 +320,38 @@ async def answer(
     limit: int = task_lists.PANEL_SIZE,
     mark: int = 0,
 ) -> Response:
-    """204 when nothing the page shows changed; else the changed fragments, out of band."""
-    quick = await _from_memory(request, rt, watched, bell, health_v, list_name, max(newest, mark))
-    if quick is not None:
-        return quick
+    """204 when nothing the page shows changed; else the changed fragments, out of band.
+    What the memory of the change feed vouches for is not read: all of it, and the answer is a
+    204 without a statement."""
+    vouched = _vouch(request, rt, watched, bell, list_name, max(newest, mark))
+    if vouched is not None and vouched.whole:
+        report = await health_now(request, rt) if health_v is not None else None
+        if report is None or health_version(report) == health_v:
+            headers = _headers(list(vouched.rows.values()))
+            if list_name is not None:
+                headers["X-Watch-Mark"] = str(max(vouched.mark, mark))
+            return Response(status_code=204, headers=headers)
     memory = memory_of(request)
     # Checked up to here once this read answers (taken before it: see desk.reads.memory).
     horizon = memory.horizon if memory is not None and memory.trusted else None
-    v, found = await _read(request, rt, watched, list_name, newest, limit)
-    changes = await _rows(rt, v, watched, found.rows)
+    known = vouched.rows if vouched is not None else {}
+    asked = [w for w in watched if w.id not in known]
+    quiet = vouched is not None and vouched.list_quiet and list_name is not None
+    v, found = await _read(request, rt, asked, None if quiet else list_name, newest, limit)
+    changes = await _rows(rt, v, asked, found.rows)
+    changes.ages += known.values()
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}
     if bell is not None:
         changes.html += await _bell(rt, v, bell, ctx)
     if health_v is not None:
         changes.html += await _health(request, rt, v, health_v, ctx)
     listing = None
-    if list_name is not None and v.team_id is not None:
+    if list_name is not None and not quiet and v.team_id is not None:
         listing = await _listing(rt, v.user_id, list_name, newest, limit, found.listing)
-    headers = {
-        "X-Poll-In": f"{polling.tick_in(changes.ages):.2f}",
-        "Cache-Control": "no-store",
-        "Vary": "HX-Request",
-    }
-    if horizon is not None and list_name is not None and listing is None:
+    headers = _headers(changes.ages)
+    if quiet and vouched is not None:
+        headers["X-Watch-Mark"] = str(max(vouched.mark, mark))
+    elif horizon is not None and list_name is not None and listing is None:
         headers["X-Watch-Mark"] = str(max(horizon, mark))
     if not (changes.rows or changes.gone or changes.html or listing):
         return Response(status_code=204, headers=headers)
