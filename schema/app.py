@@ -13,6 +13,9 @@ needs:
 - one operation per request (no batching), a bounded body, queries and mutations only.
 - GET serves GraphiQL outside production, and 405 otherwise.
 Every response carries `X-Request-ID`; unexpected errors are logged under it.
+
+Subscriptions are `schema.streams`': the WebSocket at /graphql, and a GET or POST /graphql that
+accepts `text/event-stream` (graphql-sse), are handed to it before anything here.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from schema.executor import Runner
 from schema.graphiql import page as graphiql_page
 from schema.hardening import LIMIT_RULES, PROD_RULES
 from schema.root import build_schema
+from schema.streams import Streams
 
 log = logging.getLogger("taskdesk.graphql")
 
@@ -154,7 +158,11 @@ async def _post(
         reason = getattr(exc, "as_http_error_reason", lambda: "No operation to run.")()
         return _refuse(400, "BAD_REQUEST", reason, rid)
     except InvalidOperationTypeError:
-        return _refuse(400, "BAD_REQUEST", "Only queries and mutations are served here.", rid)
+        msg = (
+            "Only queries and mutations are served here; subscriptions over a WebSocket or "
+            "with Accept: text/event-stream."
+        )
+        return _refuse(400, "BAD_REQUEST", msg, rid)
     except Exception as exc:
         if database_trouble(exc) == SERVICE_UNAVAILABLE:  # e.g. identifying the caller
             log.warning("graphql [%s] database unavailable: %s", rid, exc)
@@ -204,11 +212,15 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     """The `/graphql` route for the app factory to include; `identify` tells who calls (the
     app's session cookie and API tokens). Reads go through the Runtime (`rt.pg`, desk.reads.tasks)."""
     prod = settings.taskdesk_env is Env.PROD
-    runner = Runner(build_schema(prod), PROD_RULES if prod else LIMIT_RULES)
+    schema = build_schema(prod)
+    runner = Runner(schema, PROD_RULES if prod else LIMIT_RULES)
+    streams = Streams(schema, runner, settings, prod)  # subscriptions, behind the same guards
     ide = None if prod else _ide_html()
 
     async def graphql(request: Request) -> Response:
         rid = getattr(request.state, "request_id", None) or secrets.token_hex(6)  # web/observe.py
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return await streams.event_stream(request, rid)
         if request.method == "POST":
             return await _post(request, runner, identify, rid, prod)
         if ide is not None and "text/html" in request.headers.get("accept", ""):
@@ -219,4 +231,5 @@ def graphql_router(settings: Settings, identify: Identify) -> APIRouter:
     router = APIRouter()
     # A plain Starlette route: no dependency injection on the hot path.
     router.add_route(PATH, graphql, methods=["GET", "POST"], include_in_schema=False)
+    router.add_websocket_route(PATH, streams.websocket)
     return router

@@ -1,8 +1,10 @@
-"""The assembled schema: Query and Mutation from the per-domain modules, and in production no
-field suggestions. It is run only through `schema.executor.Runner`, which applies the guards of
-`schema.hardening` (Strawberry's `schema.execute` would run without them) and refuses a schema
-with Strawberry extensions, which it would not run. `schema.graphql` at
-the repository root is `build_schema().as_str()` (the same in every environment)."""
+"""The assembled schema: Query, Mutation and Subscription from the per-domain modules, and in
+production no field suggestions. Queries and mutations run only through
+`schema.executor.Runner`, which applies the guards of `schema.hardening` (Strawberry's
+`schema.execute` would run without them) and refuses a schema with Strawberry extensions, which
+it would not run; subscriptions run through Strawberry's `Schema.stream` behind the same guards
+(`schema.streams`). `schema.graphql` at the repository root is `build_schema().as_str()` (the
+same in every environment)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from strawberry.types import ExecutionContext
 from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
+from schema.subscriptions import Subscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.tickets import TicketMutation, TicketQuery
 from schema.tokens import TokenMutation, TokenQuery
@@ -53,5 +56,6 @@ def build_schema(prod: bool = False) -> DeskSchema:
     return DeskSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         config=StrawberryConfig(disable_field_suggestions=prod),
     )

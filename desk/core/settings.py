@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Empty: no tracing at all (the opentelemetry packages are not even imported).
     otel_exporter_otlp_endpoint: str = Field(default="", max_length=500)
+    # GraphQL subscriptions active at once (docs/graphql.md, "Subscriptions"): on one WebSocket,
+    # and for one person across this web process (every WebSocket and event stream together).
+    subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
+    subscriptions_per_person: int = Field(default=50, ge=1, le=100_000)
 
     @field_validator("database_url", "feed_database_url")
     @classmethod
