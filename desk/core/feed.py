@@ -345,7 +345,7 @@ class Feed:
                     del self._by_key[key]
 
     def _wanting(self, event: Event) -> set[Subscription]:
-        if isinstance(event, Resync):
+        if isinstance(event, Resync | LanesNote):  # rare, and a pause concerns every reader
             return set(self.subscriptions)
         keys: list[tuple[str, int]] = [("all", 0)]
         if isinstance(event, TaskNote):

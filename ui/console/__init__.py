@@ -2,7 +2,8 @@
 workers, lanes and the audit trail. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
 
 Who sees it is decided once per request by `ui.console.route.ConsoleRoute`: operators see every team,
-a team admin their own teams; anyone else gets the unknown-address 404.
+a team admin their own teams; anyone else gets the unknown-address 404. Live blocks follow the
+change feed through `ui.console.live`'s event stream.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from fastapi import FastAPI
 
 
 def mount(app: FastAPI) -> None:
-    from ui.console import failures_routes, overview_routes, tasks_routes, workers_routes
+    from ui.console import failures_routes, live, overview_routes, tasks_routes, workers_routes
 
-    for module in (overview_routes, tasks_routes, failures_routes, workers_routes):
+    for module in (overview_routes, tasks_routes, failures_routes, workers_routes, live):
         app.include_router(module.router, include_in_schema=False)

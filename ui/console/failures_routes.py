@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from desk.console import failures
 from desk.core.errors import NotFound, ValidationProblem
-from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.pages import live_url, page_context, page_or_live, stream_url
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
@@ -48,6 +48,7 @@ async def failures_page(
         n=n,
         skipped=skipped,
         live_url=url,
+        live_stream=stream_url(),
         delay=delay,
     )
     return page_or_live(request, "console/failures.html", context)

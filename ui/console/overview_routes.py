@@ -1,6 +1,6 @@
 """The console's overview (/ops): counts per kind and lane, throughput and failures per minute
 over the last hour and day, start latency and reminder lateness, the oldest overdue task, live
-workers and the latest console actions — one live block polled every few seconds."""
+workers and the latest console actions — one live block, refreshed as the work changes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from desk.console import overview as console
 from desk.people import audit
 from ui.console import lanes_view
 from ui.console.charts import chart
-from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.pages import live_url, page_context, page_or_live, stream_url
 from ui.console.route import ConsoleDep, ConsoleRoute
 from web.auth import RuntimeDep
 
@@ -44,6 +44,7 @@ async def overview(
         paused=[lane for lane in lanes if lane.paused],
         recent=recent,
         live_url=url,
+        live_stream=stream_url(),
         delay=delay,
     )
     return page_or_live(request, "console/overview.html", context)

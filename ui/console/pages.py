@@ -1,5 +1,5 @@
 """Helpers the console's routes share: the template context (status words, tones, action
-names), the live block's URL, and rendering a page or its live block."""
+names), the live block's URL and its stream's, and rendering a page or its live block."""
 
 from __future__ import annotations
 
@@ -63,16 +63,23 @@ def page_context(console: Console, request: Request, **extra: Any) -> dict[str, 
 def live_url(
     request: Request, watch: float | None, params: dict[str, str] | None = None
 ) -> tuple[str, int]:
-    """The live block's polling URL (the page's own path and filters, plus `watch`: since when
-    it has been watched) and its next delay."""
+    """The live block's URL (the page's own path and filters, plus `watch`: since when it has
+    been watched) and the delay of its timed poll (a page whose ops.js does not run)."""
     watch, delay = live_delay(watch)
     query = {k: v for k, v in (params or {}).items() if v}
     query["watch"] = f"{watch:.3f}"
     return f"{request.url.path}?{urlencode(query)}", delay
 
 
+def stream_url(**params: int | str | None) -> str:
+    """The address of the event stream that says when a live block changed (ui.console.live):
+    the whole scope, or one task, team or kind."""
+    query = {k: str(v) for k, v in params.items() if v}
+    return f"/ops/live?{urlencode(query)}" if query else "/ops/live"
+
+
 def page_or_live(
     request: Request, name: str, context: dict[str, Any], *, status: int = 200
 ) -> HTMLResponse:
-    """The whole page, or its `live` block for htmx (the poll)."""
+    """The whole page, or its `live` block for htmx (a refresh)."""
     return render(request, name, context, block="live" if is_htmx(request) else None, status=status)

@@ -27,6 +27,9 @@ from web import csrf
 from web.auth import read_session
 from web.errors import not_found
 
+# A live block's timed poll (its hx-trigger). With /static/ops.js the block follows its change
+# stream instead (ui.console.live) and polls only when the stream cannot be had, then at least
+# every 10 s; this schedule is what a page without ops.js does.
 LIVE_FAST = 3  # seconds between polls of a live block while someone is looking
 LIVE_SLOW = 15  # after LIVE_FAST_FOR seconds of watching: still live, but cheaper
 LIVE_FAST_FOR = 600

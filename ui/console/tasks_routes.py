@@ -15,7 +15,7 @@ from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import events, lanes
 from desk.people import audit
-from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.pages import live_url, page_context, page_or_live, stream_url
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.route import redirect
 from web.auth import RuntimeDep
@@ -54,6 +54,7 @@ async def tasks_page(
         kinds=[k.value for k in TaskKind],
         statuses=[s.value for s in TaskStatus],
         live_url=None if before or problem else url,  # only the newest page follows by itself
+        live_stream=stream_url(team=f.team_id, kind=f.kind),
         delay=delay,
         query=f.query(),
     )
@@ -84,6 +85,7 @@ async def task_page(
         actions=actions,
         diagnosis=diagnosis,
         live_url=url if found.task.status in ("WAITING", "RUNNING") else None,
+        live_stream=stream_url(task=task_id),
         delay=delay,
     )
     return page_or_live(request, "console/task.html", context)

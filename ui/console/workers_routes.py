@@ -17,7 +17,7 @@ from desk.ledger import events
 from desk.people import audit
 from desk.people.operators import Scope
 from ui.console import lanes_view
-from ui.console.pages import live_url, page_context, page_or_live
+from ui.console.pages import live_url, page_context, page_or_live, stream_url
 from ui.console.route import ConsoleDep, ConsoleRoute
 from ui.render import render
 from ui.route import redirect
@@ -73,7 +73,14 @@ async def workers_page(
     gone = await events.vanished(rt, {str(w.get("id")) for w in live}, where, params)
     url, delay = live_url(request, watch)
     context = page_context(
-        c, request, health=status, workers=live, vanished=gone, live_url=url, delay=delay
+        c,
+        request,
+        health=status,
+        workers=live,
+        vanished=gone,
+        live_url=url,
+        live_stream=stream_url(),
+        delay=delay,
     )
     return page_or_live(request, "console/workers.html", context)
 
@@ -93,6 +100,7 @@ async def lanes_page(
         lanes=await lanes_view.lanes_now(rt, status.workers),
         workers=len(status.workers),
         live_url=url,
+        live_stream=stream_url(),
         delay=delay,
     )
     return page_or_live(request, "console/lanes.html", context)
