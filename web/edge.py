@@ -135,7 +135,11 @@ class Edge:
         extra = self.extra[sec.PAGES_CSP if self.prod else sec.policy(scope["path"])]
         x = Exchange(self, scope, receive, send, extra, (REQUEST_ID, rid.encode()))
         began = x.began = self.timer()
-        x.counted = x.holds = counted
+        x.holds = counted
+        # A poll's wait tells the bound how long the queue is; a mutation's time is mostly its
+        # own work (a lock, an insert, a commit), and judging polls by it turned them away for
+        # a click's sake (web/overload.py).
+        x.counted = counted and not overload.urgent(scope)
         try:
             if tracing.enabled():
                 await self._traced(x)

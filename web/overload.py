@@ -22,7 +22,10 @@ wait: on a saturated process every request in flight shares the CPU, so a reques
 (a load drill: 48 in flight on a box also running PostgreSQL and two workers gave p99 ~700 ms,
 24 gave ~310 ms serving as many). So the bound follows the wait it causes: it is cut by a tenth
 when an answer starts late (at most once per target interval: the answers already in flight were
-admitted under the old bound), and grows by one per `bound` answers that start in time.
+admitted under the old bound), and grows by one per `bound` answers that start in time. Only
+the answers the bound governs count: polls (GET, HEAD). A mutation's time is mostly its own work
+(its lock, its insert, its commit), not the queue's; counted, every click that took 70 ms cut the
+bound for the polls (in the load drill: 20 of them a second).
 What a person asked for (any method but GET and HEAD: a click, a mutation) is refused only at
 the ceiling: the adapted bound turns away polls first, which come back by themselves.
 """

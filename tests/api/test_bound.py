@@ -77,3 +77,14 @@ async def test_the_edge_times_counted_answers_to_their_first_byte() -> None:
     answer = await health
     assert answer[0]["status"] == 200
     assert int(edge.bound.limit) == 43
+    now[0] += 1.0
+    inner.reached.clear()
+    inner.release.clear()
+    # A click's answer is its own work, not the queue's wait: a slow one does not cut the bound.
+    click = asyncio.create_task(call(edge, scope("/tickets/1/remind", method="POST")))
+    await asyncio.wait_for(inner.reached.wait(), 10)
+    now[0] += 0.5
+    inner.release.set()
+    answer = await click
+    assert answer[0]["status"] == 200
+    assert int(edge.bound.limit) == 43
