@@ -26,6 +26,18 @@ async def _next(sub: Subscription, want: type[Event] = TaskNote) -> Event:
     return await asyncio.wait_for(first(), DEADLINE)
 
 
+async def _finished_noops(rt: Runtime, world: World, n: int, prefix: str) -> None:
+    """`n` finished NOOP tasks of the team, in one statement."""
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO background_task (kind, team_id, owner_id, scope_key, status) "
+                "SELECT 'NOOP', :t, :u, :p || g, 'COMPLETED' FROM generate_series(1, :n) g"
+            ),
+            {"t": world.team, "u": world.staff, "p": prefix, "n": n},
+        )
+
+
 async def _listening(rt: Runtime) -> Feed:
     feed = rt.listen()
     assert await feed.wait_connected(DEADLINE)
@@ -61,25 +73,11 @@ async def test_a_batch_statement_is_one_notice_and_a_huge_one_stays_under_the_li
     feed = await _listening(rt)
     before = feed.notices
     async with feed.subscribe(teams=[world.team], size=5000) as sub:
-        async with rt.engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO background_task (kind, team_id, owner_id, scope_key, status) "
-                    "SELECT 'NOOP', :t, :u, 'n' || g, 'COMPLETED' FROM generate_series(1, 40) g"
-                ),
-                {"t": world.team, "u": world.staff},
-            )
+        await _finished_noops(rt, world, 40, "n")
         seen = {(await _next(sub)).id for _ in range(40)}  # type: ignore[union-attr]
         assert len(seen) == 40
         assert feed.notices == before + 1
-        async with rt.engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO background_task (kind, team_id, owner_id, scope_key, status) "
-                    "SELECT 'NOOP', :t, :u, 'm' || g, 'COMPLETED' FROM generate_series(1, 1000) g"
-                ),
-                {"t": world.team, "u": world.staff},
-            )
+        await _finished_noops(rt, world, 1000, "m")
         seen = {(await _next(sub)).id for _ in range(1000)}  # type: ignore[union-attr]
         assert len(seen) == 1000
         # Split only where the payload limit says: about 90 rows a notice.
@@ -141,14 +139,7 @@ async def test_a_subscriber_that_falls_behind_is_told_to_read_again_not_left_blo
 ) -> None:
     feed = await _listening(rt)
     async with feed.subscribe(teams=[world.team], size=3) as slow:
-        async with rt.engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO background_task (kind, team_id, owner_id, scope_key, status) "
-                    "SELECT 'NOOP', :t, :u, 'o' || g, 'COMPLETED' FROM generate_series(1, 10) g"
-                ),
-                {"t": world.team, "u": world.staff},
-            )
+        await _finished_noops(rt, world, 10, "o")
         assert isinstance(await _next(slow, Resync), Resync)
         assert slow.overflows >= 1
 
