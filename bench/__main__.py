@@ -24,7 +24,7 @@ Bench = Callable[[Ctx], Awaitable[list[Row]]]
 
 def registry() -> dict[str, Bench]:
     """Every benchmark, in the order the table lists them."""
-    from bench import b_http, b_import
+    from bench import b_feed, b_http, b_import, b_subscribe
 
     return {
         "export-100k": b_export.export_100k,
@@ -39,6 +39,9 @@ def registry() -> dict[str, Bench]:
         "sweep": b_ledger.sweep,
         "metrics-scrape": b_metrics.scrape,
         "import-100k": b_import.import_100k,
+        "unchanged-tick": b_feed.unchanged_tick,
+        "subscription-latency": b_subscribe.latency,
+        "idle-subscriptions": b_subscribe.idle,
     }
 
 
