@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from desk.core.feed import TaskNote
 from desk.core.models import Role
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
@@ -29,6 +30,26 @@ if TYPE_CHECKING:
     from ui.watch import Watched
 
 MISSING = object()
+VERSIONS_MAX = 100_000
+
+# A row's version as the page shows it, for each remembered row as it stands (a TaskNote is a
+# value: a change is another key): worked out once, not once per page that watches the row,
+# until its label may turn by time (`rules.label_turns_at`).
+_versions: dict[tuple[TaskNote, bool], tuple[str, float]] = {}
+
+
+def _version(note: TaskNote, paused: bool, now: datetime) -> str:
+    stamp = now.timestamp()
+    hit = _versions.get((note, paused))
+    if hit is not None and stamp < hit[1]:
+        return hit[0]
+    label = task_rules.status_label(note, now)
+    turns = task_rules.label_turns_at(note, now)
+    version = polling.version(note.updated_us, label, paused)
+    if len(_versions) >= VERSIONS_MAX:
+        _versions.clear()  # a bound, not an LRU: a forgotten version is worked out again
+    _versions[(note, paused)] = (version, turns.timestamp() if turns else float("inf"))
+    return version
 
 
 def _row_unchanged(memory: Memory, user_id: int, w: Watched, now: datetime, age: float) -> bool:
@@ -46,8 +67,7 @@ def _row_unchanged(memory: Memory, user_id: int, w: Watched, now: datetime, age:
         if lanes_paused is None:
             return False
         paused = lanes.lane_of(note.kind) in lanes_paused
-    label = task_rules.status_label(note, now)
-    return polling.version(note.updated_us, label, paused) == w.version
+    return _version(note, paused, now) == w.version
 
 
 @dataclass

@@ -240,6 +240,7 @@ async def polled(request: Request) -> Response:
 async def _read(
     request: Request,
     rt: Runtime,
+    secret: str,
     watched: list[Watched],
     list_name: str | None,
     newest: int,
@@ -248,7 +249,6 @@ async def _read(
     """The tick's one statement, and its viewer (LoginRequired when signed out)."""
     team_id = viewer.team_cookie(request)
     ask = None if list_name is None else tick.ListAsk(team_id, newest, limit, LISTS[list_name])
-    secret = session_secret(rt, request) or ""
     memory = memory_of(request)
     now = rt.clock()
     reading = memory.begin() if memory is not None else None
@@ -288,6 +288,7 @@ def _headers(ages: list[float]) -> dict[str, str]:
 def _vouch(
     request: Request,
     rt: Runtime,
+    secret: str,
     watched: list[Watched],
     bell: int | None,
     list_name: str | None,
@@ -299,7 +300,7 @@ def _vouch(
         return None
     return unchanged.vouch(
         memory,
-        session_secret(rt, request) or "",
+        secret,
         viewer.team_cookie(request),
         rt.clock(),
         watched,
@@ -323,7 +324,8 @@ async def answer(
     """204 when nothing the page shows changed; else the changed fragments, out of band.
     What the memory of the change feed vouches for is not read: all of it, and the answer is a
     204 without a statement."""
-    vouched = _vouch(request, rt, watched, bell, list_name, max(newest, mark))
+    secret = session_secret(rt, request) or ""
+    vouched = _vouch(request, rt, secret, watched, bell, list_name, max(newest, mark))
     if vouched is not None and vouched.whole:
         report = await health_now(request, rt) if health_v is not None else None
         if report is None or health_version(report) == health_v:
@@ -337,7 +339,7 @@ async def answer(
     known = vouched.rows if vouched is not None else {}
     asked = [w for w in watched if w.id not in known]
     quiet = vouched is not None and vouched.list_quiet and list_name is not None
-    v, found = await _read(request, rt, asked, None if quiet else list_name, newest, limit)
+    v, found = await _read(request, rt, secret, asked, None if quiet else list_name, newest, limit)
     changes = await _rows(rt, v, asked, found.rows)
     changes.ages += known.values()
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}

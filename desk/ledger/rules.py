@@ -59,6 +59,24 @@ def export_downloadable(task: TaskLike, user_id: int, now: datetime) -> bool:
     )
 
 
+def label_turns_at(task: TaskLike, now: datetime) -> datetime | None:
+    """When `status_label` may next read otherwise by time alone (no write in between): a
+    scheduled task turns Queued, a running one's lease runs out, a kept export expires. None:
+    only a write changes it."""
+    if task.status == TaskStatus.WAITING:
+        turn = task.run_at - timedelta(seconds=5)
+        return turn if task.attempts == 0 and turn > now else None
+    if task.status == TaskStatus.RUNNING:
+        lease = task.lease_until
+        return lease if not task.cancel_requested and lease is not None and lease >= now else None
+    if task.status == TaskStatus.COMPLETED and task.kind == TaskKind.EXPORT:
+        expires = task.expires_at
+        return (
+            expires if not task.result_skipped and expires is not None and expires > now else None
+        )
+    return None
+
+
 def status_label(task: TaskLike, now: datetime) -> str:
     """What people see: Queued, Scheduled, Retrying, Running, Worker lost, Cancelling, Completed,
     Skipped, Failed, Cancelled or Expired.
