@@ -20,9 +20,13 @@ than WEB_TARGET_LATENCY_MS it shrinks, down to WEB_MIN_IN_FLIGHT. A fixed count 
 wait: on a saturated process every request in flight shares the CPU, so a request waits about
 (requests in flight) x (CPU per request), and that product, not the count, is what a person feels
 (a load drill: 48 in flight on a box also running PostgreSQL and two workers gave p99 ~700 ms,
-24 gave ~310 ms serving as many). So the bound follows the wait it causes: it is cut by a tenth
-when an answer starts late (at most once per target interval: the answers already in flight were
-admitted under the old bound), and grows by one per `bound` answers that start in time. Only
+24 gave ~310 ms serving as many). So the bound follows the wait it causes, judged by windows of
+answers (at least `WINDOW` answers and one target interval: the answers already in flight were
+admitted under the old bound): a window with more than 5 % of its answers late cuts it by a
+tenth, any other grows it by about one per `bound` answers in time. One late answer in twenty
+does not cut it: the bound holds the wait's tail (its 95th percentile) near the target, not
+every answer — cutting on any single late one (a collector pass, a burst of ticks) kept it at
+its floor in the load drill and refused most polls of a box not even busy. Only
 the answers the bound governs count: polls (GET, HEAD). A mutation's time is mostly its own work
 (its lock, its insert, its commit), not the queue's; counted, every click that took 70 ms cut the
 bound for the polls (in the load drill: 20 of them a second).
@@ -64,24 +68,36 @@ class Bound:
     Time is passed in, so tests drive it without a clock."""
 
     DECREASE = 0.9
+    LATE_SHARE = 0.05  # more answers late than this in a window cut the bound
+    WINDOW = 20  # the answers a window holds at least (and it lasts one target at least)
 
-    def __init__(self, ceiling: int, floor: int, target_seconds: float) -> None:
+    def __init__(
+        self, ceiling: int, floor: int, target_seconds: float, window: int = WINDOW
+    ) -> None:
         self.ceiling = ceiling
         self.floor = min(floor, ceiling)
         self.target = target_seconds
+        self.window = window
         self.limit = float(ceiling)
-        self._cut_at = float("-inf")
+        self._late = 0
+        self._count = 0
+        self._since = float("-inf")
 
     def admits(self, in_flight: int, urgent: bool = False) -> bool:
         return in_flight < (self.ceiling if urgent else int(self.limit))
 
     def seen(self, seconds: float, now: float) -> None:
-        if seconds > self.target:
-            if now - self._cut_at >= self.target:
-                self._cut_at = now
-                self.limit = max(float(self.floor), self.limit * self.DECREASE)
+        self._count += 1
+        self._late += seconds > self.target
+        if self._count < self.window or now - self._since < self.target:
+            return
+        if self._late > self.LATE_SHARE * self._count:
+            self.limit = max(float(self.floor), self.limit * self.DECREASE)
         elif self.limit < self.ceiling:
-            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+            # About one more per `limit` answers in time, as many as the window held.
+            self.limit = min(float(self.ceiling), self.limit + self._count / self.limit)
+        self._late = self._count = 0
+        self._since = now
 
 
 def urgent(scope: Scope) -> bool:
