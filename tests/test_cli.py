@@ -321,7 +321,7 @@ def test_readme_says_what_a_new_machine_needs() -> None:
     readme = (ROOT / "README.md").read_text()
     for fact in (
         "apt-get install -y chromium fonts-noto-cjk",  # browser tests, Chinese screenshots
-        "about 9 minutes on a 2-core machine",  # how long ./scripts/test takes
+        "about 15 minutes on a 2-core machine",  # how long ./scripts/test takes
         "38\N{EN DASH}132 s per million",  # seed --tickets 1000000, measured under load
         "kill -9 PID",  # try a worker crash in dev
     ):
