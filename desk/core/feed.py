@@ -220,7 +220,7 @@ class Feed:
         self.baseline = 0  # the newest task id when this LISTEN began (see `_listen`)
         self.notices = 0
         self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
+        self._listening = asyncio.Condition()  # told at every LISTEN
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._syncs: dict[str, asyncio.Event] = {}
 
@@ -242,11 +242,17 @@ class Feed:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="taskdesk-feed")
 
-    async def wait_connected(self, seconds: float) -> bool:
-        """For start-up and tests: whether the listener is connected within `seconds`."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), seconds)
-        return self.connected
+    async def wait_connected(self, seconds: float, after: int = 0) -> bool:
+        """For start-up and tests: whether the listener is connected within `seconds`, by a
+        LISTEN newer than generation `after` (a reconnect, when given the present one)."""
+
+        def listening() -> bool:
+            return self.connected and self.generation > after
+
+        async with self._listening:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listening.wait_for(listening), seconds)
+        return listening()
 
     async def sync(self, seconds: float = 30.0) -> bool:
         """Whether every commit made before this call has been told to the observers and
@@ -310,7 +316,8 @@ class Feed:
             for o in self.observers:
                 o.reset()
             self.connected = True
-            self._ready.set()
+            async with self._listening:
+                self._listening.notify_all()
             self._fan_out([Resync("reconnected" if self.generation > 1 else "started")])
             while True:
                 async for n in conn.notifies(timeout=self.HEALTH_CHECK):

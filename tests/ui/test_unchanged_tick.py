@@ -4,7 +4,6 @@ statement at all; any change, and anything the memory cannot vouch for, is read 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -145,11 +144,7 @@ async def test_after_the_listener_reconnects_the_memory_starts_again(
             (task.id,),
         )
 
-    async def reconnected() -> None:
-        while not (feed.connected and feed.generation > generation):  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(reconnected(), DEADLINE)
+    assert await feed.wait_connected(DEADLINE, after=generation)
     r = await _quiet(app, page, url)
     assert r.status_code == 200 and 'data-status="Cancelled"' in r.text
     assert r.checkouts == 1  # type: ignore[attr-defined]
