@@ -33,8 +33,8 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
+from desk.reads import recall, tick
 from desk.reads import tasks as reads
-from desk.reads import tick
 from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
 from ui import params, polling, task_lists, unchanged, viewer
@@ -246,30 +246,44 @@ async def _read(
     newest: int,
     limit: int,
 ) -> tuple[Viewer, tick.Tick]:
-    """The tick's one statement, and its viewer (LoginRequired when signed out)."""
+    """The tick, remembered (desk/reads/recall.py) or read in its one statement, and its viewer
+    (LoginRequired when signed out)."""
     team_id = viewer.team_cookie(request)
     ask = None if list_name is None else tick.ListAsk(team_id, newest, limit, LISTS[list_name])
     memory = memory_of(request)
     now = rt.clock()
-    reading = memory.begin() if memory is not None else None
-    try:
-        found = await tick.tick(
-            rt.pg,
-            secret,
-            now,
-            [w.id for w in watched],
-            team_id=team_id,
-            teams=team_id is None,
-            listing=ask,
-        )
-        if found is not None and memory is not None and reading is not None:
-            unchanged.learn(memory, reading, secret, found, team_id)
-    finally:
-        if memory is not None:
-            memory.end()
+    ids = [w.id for w in watched]
+    found = None
+    if memory is not None:
+        found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
+    if found is None:
+        found = await _statement(rt, memory, secret, now, ids, team_id, ask)
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
     return v, found
+
+
+async def _statement(
+    rt: Runtime,
+    memory: Memory | None,
+    secret: str,
+    now: datetime,
+    ids: list[int],
+    team_id: int | None,
+    ask: tick.ListAsk | None,
+) -> tick.Tick | None:
+    """The tick's one statement; what it read is remembered for the next ticks."""
+    reading = memory.begin() if memory is not None else None
+    try:
+        found = await tick.tick(
+            rt.pg, secret, now, ids, team_id=team_id, teams=team_id is None, listing=ask
+        )
+        if found is not None and memory is not None and reading is not None:
+            unchanged.learn(memory, reading, secret, found, team_id)
+        return found
+    finally:
+        if memory is not None:
+            memory.end()
 
 
 def memory_of(request: Request) -> Memory | None:

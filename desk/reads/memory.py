@@ -22,13 +22,19 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from desk.core.feed import Event, Feed, LanesNote, Resync, TaskNote, TeamNote, UserNote
-from desk.core.models import Role
+from desk.core.models import Role, TaskKind
+from desk.core.rows import TaskRow
 from desk.people import access
 from desk.reads.tasks import Person, TeamRef
+
+# Who is shown a reminder's ticket title without being its creator (`reads.title_sql`).
+TITLE_ROLES = frozenset({Role.ADMIN, Role.STAFF})
+REMINDER = str(TaskKind.REMINDER)
 
 MAX_ROWS = 200_000
 MAX_SESSIONS = 100_000
 MAX_CREATED_PER_TEAM = 2_000
+MAX_WHOLE = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,16 @@ class SessionMemo:
 
 
 @dataclass(frozen=True, slots=True)
+class Whole:
+    """A task's whole row as a read left it, with what a row adds: the reminder's ticket title as
+    staff see it. Good for exactly the version it was read at (`updated_us`)."""
+
+    task: TaskRow
+    updated_us: int
+    title: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Reading:
     """A read in progress: what the memory had seen when it began."""
 
@@ -58,6 +74,7 @@ class Memory:
     def __init__(self, feed: Feed) -> None:
         self.feed = feed
         self.rows: OrderedDict[int, TaskNote] = OrderedDict()
+        self.whole: OrderedDict[int, Whole] = OrderedDict()
         self.sessions: OrderedDict[str, SessionMemo] = OrderedDict()
         self.by_user: dict[int, set[str]] = {}
         self.unread: dict[int, int] = {}
@@ -76,6 +93,7 @@ class Memory:
 
     def reset(self) -> None:
         self.rows.clear()
+        self.whole.clear()
         self.sessions.clear()
         self.by_user.clear()
         self.unread.clear()
@@ -109,6 +127,7 @@ class Memory:
         self._touch("task", note.id)
         if note.gone:
             self.rows.pop(note.id, None)
+            self.whole.pop(note.id, None)
             return
         self._keep_row(note)
         if note.created:
@@ -176,6 +195,35 @@ class Memory:
                 return True
         return False
 
+    def newer_notes(
+        self, member: access.Member, after: int, kind: str | None, first: int
+    ) -> list[TaskNote] | None:
+        """The newest `first` tasks above id `after` the member may see (of `kind` when given),
+        newest first, as they stand now; None when the memory cannot tell."""
+        if not self.trusted or after < max(self.floor, self.team_floor.get(member.team_id, 0)):
+            return None
+        found: list[TaskNote] = []
+        for made in reversed(self.created.get(member.team_id, ())):
+            if made.id <= after or len(found) == first:
+                break
+            if (kind is None or made.kind == kind) and access.can_see_task(
+                member, made.kind, made.owner_id
+            ):
+                now = self.rows.get(made.id)
+                if now is None:  # deleted, or forgotten: the database knows
+                    return None
+                found.append(now)
+        return found
+
+    def whole_of(self, note: TaskNote, role: Role) -> Whole | None:
+        """The whole row at the note's version, as `role` may be shown it (None: ask)."""
+        hit = self.whole.get(note.id) if self.trusted else None
+        if hit is None or hit.updated_us != note.updated_us or hit.task.status != note.status:
+            return None
+        if hit.task.kind == REMINDER and role not in TITLE_ROLES:
+            return None  # whether the reader sees the ticket's title is theirs alone
+        return hit
+
     @property
     def horizon(self) -> int:
         """The newest task id the memory knows of (a page's list has been checked up to it)."""
@@ -222,6 +270,15 @@ class Memory:
     def learn_row(self, r: Reading, note: TaskNote) -> None:
         if self._fresh(r, "task", note.id) and note.id not in self.rows:
             self._keep_row(note)
+
+    def learn_whole(self, r: Reading, task: TaskRow, updated_us: int, title: str | None) -> None:
+        """A row read whole by a reader who sees its ticket's title as staff do."""
+        if not self._fresh(r, "task", task.id):
+            return
+        self.whole[task.id] = Whole(task, updated_us, title)
+        self.whole.move_to_end(task.id)
+        if len(self.whole) > MAX_WHOLE:
+            self.whole.popitem(last=False)
 
     def learn_paused(self, r: Reading, paused: frozenset[str]) -> None:
         if self._fresh(r, "lanes", 0):

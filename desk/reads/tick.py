@@ -134,6 +134,23 @@ def note_of(row: Row) -> TaskNote:
     )
 
 
+def row_of(
+    task: TaskRow, title: str | None, paused: frozenset[str], role: Role, reader: int
+) -> Row:
+    """A watched row as `_row` makes it of a read, made of a row remembered whole
+    (desk/reads/recall.py): the same `data`, so the caller cannot tell the two apart."""
+    waiting = task.status == "WAITING"
+    data = (
+        *(getattr(task, c) for c in TASK_COLUMNS),
+        title if task.kind == "REMINDER" else None,
+        sorted(paused) if waiting else None,
+        role.value,
+        True,
+    )
+    state = State(*_STATE(data))
+    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader, True)
+
+
 def _row(data: Sequence[Any], reader: int) -> Row | None:
     """`reads._hit`'s rule (missing, not a member, not theirs to see: None), without decoding."""
     role = data[_ROLE]

@@ -1,0 +1,111 @@
+"""The page watcher's tick answered from the web process's memory of the change feed, without a
+statement (docs/architecture.md, "Change feed"): the `tick.Tick` the statement would read, made of
+what the memory holds — when it holds all of it.
+
+`desk.reads.memory` vouches for what did NOT change (ui/unchanged.py); this is the other case, a
+tick that finds news. On a busy team every page watches the same rows, so each change is news to
+every page: the first page to see a row at its new version reads it (the statement), and the
+memory keeps that whole row (`Memory.learn_whole`) for the others, as long as the feed's notice
+still names that version. So one change costs one read, not one per page that shows it.
+
+Anything not remembered (the session, the unread count, a role, the row at this version, the
+lanes' pauses of a waiting row, the tasks created above the page's newest) makes it None: the
+caller reads the tick from the database, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from desk.core.rows import TaskRow
+from desk.people import access, sessions
+from desk.reads import tick
+from desk.reads.memory import Memory, SessionMemo
+from desk.reads.tasks import SessionView, TaskPage, TeamRef
+
+
+def recall(
+    memory: Memory,
+    secret: str,
+    now: datetime,
+    ids: Sequence[int],
+    *,
+    team_id: int | None,
+    listing: tick.ListAsk | None,
+) -> tick.Tick | None:
+    """`tick.tick`'s answer for the same arguments, from memory; None when it cannot tell."""
+    memo = memory.session(sessions.session_digest(secret), now) if secret else None
+    if memo is None or (team_id is None and memo.teams is None):
+        return None
+    unread = memory.unread_of(memo.user_id)
+    list_team = team_id if team_id is not None else memo.first_team
+    list_role = memory.role(memo.user_id, list_team) if list_team is not None else None
+    rows = _rows(memory, memo.user_id, ids)
+    if unread is None or rows is None:
+        return None
+    page = None
+    if listing is not None and list_team is not None:
+        if list_role is None:  # not a member, or not remembered: the statement tells which
+            return None
+        page = _page(memory, access.Member(memo.user_id, list_team, list_role), listing)
+        if page is None:
+            return None
+    session = SessionView(memo.person, memo.csrf, _teams(memo, team_id), None, unread)
+    return tick.Tick(session, rows, page, list_team, list_role, memo.expires_at)
+
+
+def _teams(memo: SessionMemo, team_id: int | None) -> list[TeamRef] | None:
+    return list(memo.teams) if team_id is None and memo.teams is not None else None
+
+
+def _paused(memory: Memory, tasks: Sequence[TaskRow]) -> frozenset[str] | None:
+    """The lanes' pauses when a row waits (the row says so), else none needed."""
+    if not any(t.status == "WAITING" for t in tasks):
+        return frozenset()
+    return memory.lanes_paused()
+
+
+def _rows(memory: Memory, user_id: int, ids: Sequence[int]) -> dict[int, tick.Row] | None:
+    rows: dict[int, tick.Row] = {}
+    for task_id in ids:
+        note = memory.row(task_id)
+        role = memory.role(user_id, note.team_id) if note is not None else None
+        if note is None or role is None:
+            return None
+        if not access.can_see_task(
+            access.Member(user_id, note.team_id, role), note.kind, note.owner_id
+        ):
+            continue  # as the statement: a row the reader may not see is not there
+        whole = memory.whole_of(note, role)
+        paused = _paused(memory, [whole.task]) if whole is not None else None
+        if whole is None or paused is None:
+            return None
+        rows[task_id] = tick.row_of(whole.task, whole.title, paused, role, user_id)
+    return rows
+
+
+def _page(memory: Memory, member: access.Member, ask: tick.ListAsk) -> TaskPage | None:
+    """The list's rows above the page's newest, as `reads.page_of` pages them. A page that shows
+    no row yet gets the whole list: that is read."""
+    if ask.newest == 0:
+        return None
+    kind = None if ask.kind is None else str(ask.kind)
+    notes = memory.newer_notes(member, ask.newest, kind, ask.first + 1)
+    if notes is None:
+        return None
+    items: list[TaskRow] = []
+    titles: dict[int, str] = {}
+    for note in notes:
+        whole = memory.whole_of(note, member.role)
+        if whole is None:
+            return None
+        items.append(whole.task)
+        if whole.title is not None and whole.task.ticket_id is not None:
+            titles[whole.task.ticket_id] = whole.title
+    shown = items[: ask.first]
+    paused = _paused(memory, items)
+    if paused is None:
+        return None
+    cursor = str(shown[-1].id) if shown else None
+    return TaskPage(shown, cursor, len(items) > ask.first, titles, paused)

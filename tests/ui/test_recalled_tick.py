@@ -1,0 +1,129 @@
+"""The recalled tick (desk/reads/recall.py): a tick that finds news is answered from the process's
+memory when another page already read the row at its new version — one change costs one read,
+not one per page that shows it — and it answers exactly as the statement would, for whoever asks.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from itsdangerous import URLSafeTimedSerializer
+
+from desk.reads import recall, tick
+from desk.work import reminders, tasks
+from tests.sessions import signed_in
+from tests.ui.test_unchanged_tick import _quiet
+from tests.ui.test_watch import watched_rows
+from ui import unchanged
+
+
+async def _reminder(rt, world, clock, minutes: int = 5):
+    at = clock.now + timedelta(minutes=minutes)
+    return await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], at=at)
+
+
+async def _token(page, task_id: int) -> str:
+    (token,) = [
+        t for t in watched_rows((await page.get("/tasks")).text) if t.startswith(f"{task_id}:")
+    ]
+    return token
+
+
+async def test_a_change_read_by_one_page_is_recalled_for_the_next(
+    app, page_as, world, rt, clock
+) -> None:
+    task = await _reminder(rt, world, clock)
+    staff, admin = await page_as(world.staff), await page_as(world.admin)
+    tokens = {p: await _token(p, task.id) for p in (staff, admin)}
+    for p in (staff, admin):  # both sessions and roles are remembered
+        assert (await p.hx_get(f"/watch?r={tokens[p]}&bell=0")).status_code == 204
+
+    clock.advance(1)
+    await tasks.cancel_task(rt, world.staff, task.id)
+    first = await _quiet(app, staff, f"/watch?r={tokens[staff]}&bell=0")
+    assert first.status_code == 200 and 'data-status="Cancelled"' in first.text
+    assert first.checkouts == 1  # type: ignore[attr-defined]  # the first to see it reads it
+    second = await _quiet(app, admin, f"/watch?r={tokens[admin]}&bell=0")
+    assert second.status_code == 200 and 'data-status="Cancelled"' in second.text
+    assert second.statements == [] and second.checkouts == 0  # type: ignore[attr-defined]
+    assert "Ticket" in second.text or f"#{world.tickets['login']}" in second.text
+    assert second.headers["HX-Trigger"] == first.headers["HX-Trigger"]
+
+
+async def test_new_rows_of_the_list_are_recalled_once_one_page_read_them(
+    app, page_as, world, rt, clock
+) -> None:
+    old = await _reminder(rt, world, clock)
+    staff, admin = await page_as(world.staff), await page_as(world.admin)
+    url = f"/watch?bell=0&list=tasks&newest={old.id}&limit=8"
+    for p in (staff, admin):
+        assert (await p.hx_get(url)).status_code == 204
+    new = await _reminder(rt, world, clock, minutes=7)
+    first = await _quiet(app, staff, url)
+    assert first.status_code == 200 and f'id="task-{new.id}"' in first.text
+    assert first.checkouts == 1  # type: ignore[attr-defined]
+    second = await _quiet(app, admin, url)
+    assert second.status_code == 200 and f'id="task-{new.id}"' in second.text
+    assert f'data-newest="{new.id}"' in second.text
+    assert second.statements == []  # type: ignore[attr-defined]
+
+
+async def test_a_remembered_row_is_not_shown_to_who_may_not_see_it(
+    app, page_as, world, rt, clock
+) -> None:
+    """The memory holds the whole row; who may see it is decided again for every reader."""
+    task = await _reminder(rt, world, clock)
+    staff = await page_as(world.staff)
+    token = await _token(staff, task.id)
+    assert (await staff.hx_get(f"/watch?r={token}")).status_code == 204
+    clock.advance(1)
+    await tasks.cancel_task(rt, world.staff, task.id)
+    assert (await staff.hx_get(f"/watch?r={token}")).status_code == 200  # remembered whole
+    for who in (world.customer, world.outsider):
+        page = await page_as(who)
+        for _ in range(2):  # the second tick: session and roles remembered as well
+            r = await page.hx_get(f"/watch?r={token}&list=tasks&newest=1&limit=8")
+            assert r.status_code == 200 and 'data-status="Not found"' in r.text
+            assert "Cancelled" not in r.text and f'task-{task.id}" class="task tone-muted' in r.text
+
+
+def _secret(settings, user_id: int) -> str:
+    cookie = signed_in(settings, user_id)[0]
+    return URLSafeTimedSerializer(settings.secret_key, salt="taskdesk-session").loads(cookie)["sid"]
+
+
+async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> None:
+    """The recalled tick and the statement's, side by side, for each reader (who may see both
+    rows, one, none) and each part: session, rows, the list's newer rows, the list's team."""
+    memory, feed = app.state.memory, app.state.runtime.feed
+    export = await tasks.create_export(rt, world.staff, world.team, {"q": "x"})
+    reminder = await _reminder(rt, world, clock)
+    assert await feed.sync()
+    ids = [export.id, reminder.id]
+    ask = tick.ListAsk(world.team, 1, 8)
+    secrets = {
+        u: _secret(app.state.settings, u) for u in (world.staff, world.admin, world.customer)
+    }
+    for user, secret in secrets.items():
+        read = memory.begin()
+        try:
+            found = await tick.tick(rt.pg, secret, clock(), ids, team_id=world.team, listing=ask)
+            assert found is not None
+            unchanged.learn(memory, read, secret, found, world.team)
+        finally:
+            memory.end()
+        again = recall.recall(memory, secret, clock(), ids, team_id=world.team, listing=ask)
+        assert again is not None, user
+        assert again.session == found.session and again.expires_at == found.expires_at
+        assert {k: r.data for k, r in again.rows.items()} == {
+            k: r.data for k, r in found.rows.items()
+        }
+        assert again.listing == found.listing
+        assert (again.list_team, again.list_role) == (found.list_team, found.list_role)
+    # What the memory cannot vouch for is not made up: an unknown session, a changed row.
+    assert recall.recall(memory, "nobody", clock(), ids, team_id=world.team, listing=ask) is None
+    await tasks.cancel_task(rt, world.staff, export.id)
+    assert await feed.sync()
+    staff = secrets[world.staff]
+    assert recall.recall(memory, staff, clock(), [reminder.id], team_id=world.team, listing=None)
+    assert recall.recall(memory, staff, clock(), ids, team_id=world.team, listing=None) is None
