@@ -59,6 +59,7 @@ PARAMS: dict[str, params.Scalar] = {
     "mark": params.Number("mark", 0, ge=0),
     "limit": params.Number("limit", task_lists.PANEL_SIZE, ge=1, le=task_lists.PAGE_SIZE),
 }
+READ_WAIT = 0.25  # seconds a tick waits for another's read of the rows it misses, at most
 HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Redis)
 
 
@@ -253,14 +254,37 @@ async def _read(
     memory = memory_of(request)
     now = rt.clock()
     ids = [w.id for w in watched]
-    found = None
+    found: tick.Tick | recall.Gap | None = None
     if memory is not None:
-        found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
-    if found is None:
-        found = await _statement(rt, memory, secret, now, ids, team_id, ask)
+        found = await _recall(memory, secret, now, ids, team_id, ask)
+    if not isinstance(found, tick.Tick):
+        rows = found.rows if isinstance(found, recall.Gap) and found.rows else ()
+        promised = memory.promise(rows) if memory is not None else []
+        try:
+            found = await _statement(rt, memory, secret, now, ids, team_id, ask)
+        finally:
+            if memory is not None:
+                memory.settle(promised)
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
     return v, found
+
+
+async def _recall(
+    memory: Memory,
+    secret: str,
+    now: datetime,
+    ids: list[int],
+    team_id: int | None,
+    ask: tick.ListAsk | None,
+) -> tick.Tick | recall.Gap:
+    """The tick from memory. When only rows another tick is reading are missing, after that
+    read: a change every page sees at once is read once, not once per page that ticks meanwhile."""
+    found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
+    gap = found.rows if isinstance(found, recall.Gap) else None
+    if gap and await memory.after_reads(gap, READ_WAIT):
+        found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
+    return found
 
 
 async def _statement(

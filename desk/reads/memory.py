@@ -16,6 +16,7 @@ right for the same reason: each process's listener sees every commit.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class Memory:
         self.generation = -1
         self._reads = 0
         self._touched: dict[tuple[str, int], int] = {}
+        self._pending: dict[int, asyncio.Future[None]] = {}
         feed.observe(self)
 
     # --- what the feed tells -----------------------------------------------------------------
@@ -270,6 +272,33 @@ class Memory:
     def learn_row(self, r: Reading, note: TaskNote) -> None:
         if self._fresh(r, "task", note.id) and note.id not in self.rows:
             self._keep_row(note)
+
+    def promise(self, ids: Iterable[int]) -> list[tuple[int, asyncio.Future[None]]]:
+        """A read of these rows is under way (those no other read is reading already): ticks
+        that miss only them wait for it (`after_reads`). `settle` it when done, read or not."""
+        made = []
+        for task_id in ids:
+            if task_id not in self._pending:
+                future = asyncio.get_running_loop().create_future()
+                self._pending[task_id] = future
+                made.append((task_id, future))
+        return made
+
+    def settle(self, promised: list[tuple[int, asyncio.Future[None]]]) -> None:
+        for task_id, future in promised:
+            if self._pending.get(task_id) is future:
+                del self._pending[task_id]
+            if not future.done():
+                future.set_result(None)
+
+    async def after_reads(self, ids: Iterable[int], within: float) -> bool:
+        """Wait (at most `within` s) for the reads under way of all these rows; False at once
+        when one of them is not being read."""
+        futures = [self._pending.get(i) for i in ids]
+        if not futures or any(f is None for f in futures):
+            return False
+        await asyncio.wait([f for f in futures if f is not None], timeout=within)
+        return True
 
     def learn_whole(self, r: Reading, task: TaskRow, updated_us: int, title: str | None) -> None:
         """A row read whole by a reader who sees its ticket's title as staff do."""

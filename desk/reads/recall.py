@@ -10,12 +10,15 @@ still names that version. So one change costs one read, not one per page that sh
 
 Anything not remembered (the session, the unread count, a role, the row at this version, the
 lanes' pauses of a waiting row, the tasks created above the page's newest) makes it None: the
-caller reads the tick from the database, as before.
+caller reads the tick from the database, as before. When all that is missing is rows another
+tick is reading already (a change seen by many pages at once), the caller waits for that read
+(`Memory.promise`/`after_reads`) rather than make the same read again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from desk.core.rows import TaskRow
@@ -23,6 +26,17 @@ from desk.people import access, sessions
 from desk.reads import tick
 from desk.reads.memory import Memory, SessionMemo
 from desk.reads.tasks import SessionView, TaskPage, TeamRef
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Why the memory could not answer: only these rows, known at a version it has not read
+    whole (`rows`), or something else as well (`rows` None)."""
+
+    rows: frozenset[int] | None
+
+
+HARD = Gap(None)
 
 
 def recall(
@@ -33,24 +47,27 @@ def recall(
     *,
     team_id: int | None,
     listing: tick.ListAsk | None,
-) -> tick.Tick | None:
-    """`tick.tick`'s answer for the same arguments, from memory; None when it cannot tell."""
+) -> tick.Tick | Gap:
+    """`tick.tick`'s answer for the same arguments, from memory; a `Gap` when it cannot tell."""
     memo = memory.session(sessions.session_digest(secret), now) if secret else None
     if memo is None or (team_id is None and memo.teams is None):
-        return None
+        return HARD
     unread = memory.unread_of(memo.user_id)
     list_team = team_id if team_id is not None else memo.first_team
     list_role = memory.role(memo.user_id, list_team) if list_team is not None else None
-    rows = _rows(memory, memo.user_id, ids)
+    missing: set[int] = set()
+    rows = _rows(memory, memo.user_id, ids, missing)
     if unread is None or rows is None:
-        return None
+        return HARD
     page = None
     if listing is not None and list_team is not None:
         if list_role is None:  # not a member, or not remembered: the statement tells which
-            return None
-        page = _page(memory, access.Member(memo.user_id, list_team, list_role), listing)
+            return HARD
+        page = _page(memory, access.Member(memo.user_id, list_team, list_role), listing, missing)
         if page is None:
-            return None
+            return HARD
+    if missing:
+        return Gap(frozenset(missing))
     session = SessionView(memo.person, memo.csrf, _teams(memo, team_id), None, unread)
     return tick.Tick(session, rows, page, list_team, list_role, memo.expires_at)
 
@@ -66,28 +83,37 @@ def _paused(memory: Memory, tasks: Sequence[TaskRow]) -> frozenset[str] | None:
     return memory.lanes_paused()
 
 
-def _rows(memory: Memory, user_id: int, ids: Sequence[int]) -> dict[int, tick.Row] | None:
+def _rows(
+    memory: Memory, user_id: int, ids: Sequence[int], missing: set[int]
+) -> dict[int, tick.Row] | None:
+    """The watched rows; None when one is not known at all. Rows known at a version not read
+    whole go to `missing`."""
     rows: dict[int, tick.Row] = {}
     for task_id in ids:
         note = memory.row(task_id)
         role = memory.role(user_id, note.team_id) if note is not None else None
         if note is None or role is None:
             return None
-        if not access.can_see_task(
-            access.Member(user_id, note.team_id, role), note.kind, note.owner_id
-        ):
+        member = access.Member(user_id, note.team_id, role)
+        if not access.can_see_task(member, note.kind, note.owner_id):
             continue  # as the statement: a row the reader may not see is not there
         whole = memory.whole_of(note, role)
-        paused = _paused(memory, [whole.task]) if whole is not None else None
-        if whole is None or paused is None:
+        if whole is None:
+            missing.add(task_id)
+            continue
+        paused = _paused(memory, [whole.task])
+        if paused is None:
             return None
         rows[task_id] = tick.row_of(whole.task, whole.title, paused, role, user_id)
     return rows
 
 
-def _page(memory: Memory, member: access.Member, ask: tick.ListAsk) -> TaskPage | None:
-    """The list's rows above the page's newest, as `reads.page_of` pages them. A page that shows
-    no row yet gets the whole list: that is read."""
+def _page(
+    memory: Memory, member: access.Member, ask: tick.ListAsk, missing: set[int]
+) -> TaskPage | None:
+    """The list's rows above the page's newest, as `reads.page_of` pages them (None: the memory
+    cannot tell; a row not read whole at its version goes to `missing`). A page that shows no
+    row yet gets the whole list: that is read."""
     if ask.newest == 0:
         return None
     kind = None if ask.kind is None else str(ask.kind)
@@ -99,7 +125,8 @@ def _page(memory: Memory, member: access.Member, ask: tick.ListAsk) -> TaskPage 
     for note in notes:
         whole = memory.whole_of(note, member.role)
         if whole is None:
-            return None
+            missing.add(note.id)
+            continue
         items.append(whole.task)
         if whole.title is not None and whole.task.ticket_id is not None:
             titles[whole.task.ticket_id] = whole.title

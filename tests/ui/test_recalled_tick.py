@@ -5,16 +5,20 @@ not one per page that shows it — and it answers exactly as the statement would
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from itsdangerous import URLSafeTimedSerializer
 
 from desk.reads import recall, tick
 from desk.work import reminders, tasks
+from tests.counting import counting
 from tests.sessions import signed_in
 from tests.ui.test_unchanged_tick import _quiet
 from tests.ui.test_watch import watched_rows
 from ui import unchanged
+
+DEADLINE = 30.0
 
 
 async def _reminder(rt, world, clock, minutes: int = 5):
@@ -98,7 +102,7 @@ async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> No
     memory, feed = app.state.memory, app.state.runtime.feed
     export = await tasks.create_export(rt, world.staff, world.team, {"q": "x"})
     reminder = await _reminder(rt, world, clock)
-    assert await feed.sync()
+    assert await feed.sync() and export.id is not None and reminder.id is not None
     ids = [export.id, reminder.id]
     ask = tick.ListAsk(world.team, 1, 8)
     secrets = {
@@ -113,7 +117,7 @@ async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> No
         finally:
             memory.end()
         again = recall.recall(memory, secret, clock(), ids, team_id=world.team, listing=ask)
-        assert again is not None, user
+        assert isinstance(again, tick.Tick), (user, again)
         assert again.session == found.session and again.expires_at == found.expires_at
         assert {k: r.data for k, r in again.rows.items()} == {
             k: r.data for k, r in found.rows.items()
@@ -121,9 +125,42 @@ async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> No
         assert again.listing == found.listing
         assert (again.list_team, again.list_role) == (found.list_team, found.list_role)
     # What the memory cannot vouch for is not made up: an unknown session, a changed row.
-    assert recall.recall(memory, "nobody", clock(), ids, team_id=world.team, listing=ask) is None
+    nobody = recall.recall(memory, "nobody", clock(), ids, team_id=world.team, listing=ask)
+    assert nobody == recall.HARD
     await tasks.cancel_task(rt, world.staff, export.id)
     assert await feed.sync()
     staff = secrets[world.staff]
-    assert recall.recall(memory, staff, clock(), [reminder.id], team_id=world.team, listing=None)
-    assert recall.recall(memory, staff, clock(), ids, team_id=world.team, listing=None) is None
+    still = recall.recall(memory, staff, clock(), [reminder.id], team_id=world.team, listing=None)
+    assert isinstance(still, tick.Tick)
+    # The cancelled row is known at a version not read whole: that row alone is missing.
+    changed = recall.recall(memory, staff, clock(), ids, team_id=world.team, listing=None)
+    assert changed == recall.Gap(frozenset({export.id}))
+
+
+async def test_pages_that_tick_while_a_change_is_read_wait_for_that_read(
+    app, page_as, world, rt, clock
+) -> None:
+    task = await _reminder(rt, world, clock)
+    pages = [await page_as(u) for u in (world.staff, world.admin)]
+    urls = [f"/watch?r={await _token(p, task.id)}" for p in pages]
+    for p, url in zip(pages, urls, strict=True):
+        assert (await p.hx_get(url)).status_code == 204
+    clock.advance(1)
+    await tasks.cancel_task(rt, world.staff, task.id)
+    with counting(app.state.runtime.pg) as seen:
+        answers = await asyncio.gather(*(p.hx_get(u) for p, u in zip(pages, urls, strict=True)))
+    assert all(r.status_code == 200 and 'data-status="Cancelled"' in r.text for r in answers)
+    assert seen.count("checkout") == 1  # one read of the changed row, for both pages
+
+
+async def test_a_read_under_way_is_waited_for_once_and_only_while_it_lasts(app) -> None:
+    memory = app.state.memory
+    promised = memory.promise([41, 42])
+    assert memory.promise([42]) == []  # one read of a row at a time
+    waiting = asyncio.create_task(memory.after_reads([41, 42], DEADLINE))
+    done, _ = await asyncio.wait([waiting], timeout=0.05)
+    assert not done  # until the read is settled
+    memory.settle(promised)
+    assert await waiting is True
+    assert await memory.after_reads([41], DEADLINE) is False  # nothing under way: read it
+    assert await memory.after_reads([], DEADLINE) is False
