@@ -32,6 +32,8 @@ def test_due_in_keeps_the_schedule_points_whoever_asks() -> None:
     assert polling.tick_in([]) == polling.IDLE  # nothing unfinished: the idle check
     assert polling.tick_in([0.1, 40.0]) == pytest.approx(0.9)  # the earliest row wins
     assert polling.tick_in([45.0]) == polling.IDLE  # a steady row never slows the idle check
+    # Many rows, each due at its own point, a few tenths apart: the page asks once for them.
+    assert polling.tick_in([0.7, 1.5, 3.6]) == pytest.approx(polling.PAGE_MIN_GAP)
 
 
 def watched_rows(html: str) -> list[str]:
