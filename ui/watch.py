@@ -35,6 +35,7 @@ from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.reads import recall, tick
 from desk.reads import tasks as reads
+from desk.reads.lookups import MAX_ID
 from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
 from ui import params, polling, task_lists, unchanged, viewer
@@ -55,8 +56,8 @@ PARAMS: dict[str, params.Scalar] = {
     "bell": params.Number("bell", None, ge=-1),
     "health_v": params.Text("h", None, max_length=16),
     "list_name": params.Text("list", None, choices=tuple(LISTS)),
-    "newest": params.Number("newest", 0, ge=0),
-    "mark": params.Number("mark", 0, ge=0),
+    "newest": params.Number("newest", 0, ge=0, le=MAX_ID),
+    "mark": params.Number("mark", 0, ge=0, le=MAX_ID),
     "limit": params.Number("limit", task_lists.PANEL_SIZE, ge=1, le=task_lists.PAGE_SIZE),
 }
 READ_WAIT = 0.25  # seconds a tick waits for another's read of the rows it misses, at most

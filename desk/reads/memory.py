@@ -83,6 +83,7 @@ class Memory:
         self.paused: frozenset[str] | None = None
         self.created: dict[int, deque[TaskNote]] = {}
         self.floor = 0  # task ids above it that no notice named do not exist
+        self._newest = 0  # the newest task id a notice named since (`horizon`)
         self.team_floor: dict[int, int] = {}  # ... per team, once its list was trimmed
         self.seq = 0
         self.generation = -1
@@ -103,7 +104,7 @@ class Memory:
         self.paused = None
         self.created.clear()
         self.team_floor.clear()
-        self.floor = self.feed.baseline
+        self.floor = self._newest = self.feed.baseline
         self.generation = self.feed.generation
         self.seq += 1
         self._touched.clear()
@@ -133,6 +134,7 @@ class Memory:
             return
         self._keep_row(note)
         if note.created:
+            self._newest = max(self._newest, note.id)
             made = self.created.setdefault(note.team_id, deque())
             made.append(note)
             if len(made) > MAX_CREATED_PER_TEAM:
@@ -228,9 +230,9 @@ class Memory:
 
     @property
     def horizon(self) -> int:
-        """The newest task id the memory knows of (a page's list has been checked up to it)."""
-        newest = [d[-1].id for d in self.created.values() if d]
-        return max([self.floor, *newest])
+        """The newest task id the memory knows of (a page's list has been checked up to it):
+        kept as notices come, not worked out over every team at every tick."""
+        return max(self.floor, self._newest)
 
     # --- what a tick's read teaches ----------------------------------------------------------
 

@@ -202,3 +202,11 @@ async def test_a_change_made_by_time_alone_reads_the_row_again(page_as, world, r
     r = await page.hx_get(f"/watch?r={token}")
     assert r.status_code == 200 and f'id="task-{task.id}"' in r.text
     assert 'data-status="Queued"' in r.text and "Cannot log in" in r.text  # the whole row
+
+
+@pytest.mark.parametrize("query", ["newest=2147483648", "mark=" + "9" * 30, "mark=-1"])
+async def test_a_list_position_past_any_task_id_is_a_clear_400(page_as, world, query) -> None:
+    page = await page_as(world.staff)
+    r = await page.hx_get(f"/watch?list=tasks&{query}")
+    name = query.split("=")[0]
+    assert r.status_code == 400 and f"{name}: Input should be" in r.text, r.text
