@@ -60,7 +60,7 @@ PARAMS: dict[str, params.Scalar] = {
     "mark": params.Number("mark", 0, ge=0, le=MAX_ID),
     "limit": params.Number("limit", task_lists.PANEL_SIZE, ge=1, le=task_lists.PAGE_SIZE),
 }
-READ_WAIT = 0.25  # seconds a tick waits for another's read of the rows it misses, at most
+READ_WAIT = 0.1  # seconds a tick waits for another's read of the rows it misses, at most
 HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Redis)
 
 
