@@ -136,8 +136,8 @@ def learn(
     for row in found.rows.values():
         roles.append((row.team_id, row.role))
         memory.learn_row(r, tick.note_of(row))
-        hit = row.hit() if row.whole else None
-        if hit is not None and hit.task is not None:
+        hit = row.hit()
+        if hit.task is not None:
             _learn_whole(memory, r, hit.task, row.role, hit.ticket_title)
         if row.state.status == "WAITING":
             memory.learn_paused(r, row.paused_lanes)

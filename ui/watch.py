@@ -126,12 +126,10 @@ async def _rows(
     rt: Runtime, v: Viewer, watched: list[Watched], hits: dict[int, tick.Row]
 ) -> Changes:
     """The rows whose version moved, rendered from the tick's read; the others only say when
-    they are due. A changed row read without its whole data (its `updated_at` was still the
-    page's: a change that time alone makes, such as Scheduled → Queued) is read once more."""
+    they are due."""
     clock = rt.clock()
     now = clock.timestamp()
     out = Changes([], [], [], [])
-    changed: list[tuple[Watched, float, tick.Row]] = []
     for w in watched:
         age = now - min(w.since, now)
         hit = hits.get(w.id)
@@ -140,18 +138,10 @@ async def _rows(
         elif row_version(hit, clock) == w.version and age < polling.STOP_AFTER:  # still due
             out.ages.append(age)
         else:
-            changed.append((w, age, hit))
-    light = [w.id for w, _, row in changed if not row.whole]
-    again = await reads.tasks(rt.pg, v.user_id, light) if light else {}
-    for w, age, row in changed:
-        found = row.hit() if row.whole else again.get(w.id)
-        if found is None:  # gone between the two reads
-            out.gone.append(w.id)
-            continue
-        view = await task_lists.row(rt, v.user_id, w.id, w.since, found=found)
-        out.rows.append((view, w.cancel))
-        if view.poll_delay is not None:
-            out.ages.append(age)
+            view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hit.hit())
+            out.rows.append((view, w.cancel))
+            if view.poll_delay is not None:
+                out.ages.append(age)
     return out
 
 

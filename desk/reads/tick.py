@@ -45,16 +45,13 @@ from desk.reads.tasks import Person, TaskHit, TaskPage, TeamRef
 READER = sql.SQL("v.id")  # the session's user, in the statement's `v`
 # The session's row, first in every result row; "teams" (as JSON text) only when asked.
 HEAD = ("csrf", "session_expires", *reads.PERSON_COLUMNS, "unread", "list_team", "list_role")
-# A branch's row after the head: which branch, the task, its extras, the reader's role and
-# whether the row was read whole (`_WATCHED`).
-BRANCH = ("part", *TASK_COLUMNS, "ticket_title", "paused", "member_role", "whole")
+# A branch's row after the head: which branch, the task, its extras and the reader's role.
+BRANCH = ("part", *TASK_COLUMNS, "ticket_title", "paused", "member_role")
 _H = {c: i for i, c in enumerate(HEAD)}
 _PERSON = slice(_H[reads.PERSON_COLUMNS[0]], _H[reads.PERSON_COLUMNS[-1]] + 1)
 _N = len(TASK_COLUMNS)
 _AT = {c: i for i, c in enumerate(BRANCH[1:])}  # in a branch's row without its `part`
-_TITLE, _PAUSED, _ROLE, _WHOLE = (
-    _AT[c] for c in ("ticket_title", "paused", "member_role", "whole")
-)
+_TITLE, _PAUSED, _ROLE = (_AT[c] for c in ("ticket_title", "paused", "member_role"))
 _ID, _KIND, _OWNER, _TEAM, _UPDATED = (
     _AT[c] for c in ("id", "kind", "owner_id", "team_id", "updated_at")
 )
@@ -84,15 +81,13 @@ _STATE = itemgetter(*(_AT[f.name] for f in fields(State)))  # one C call per row
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """A watched row the reader may see: what its version is made of, and — when `whole` —
-    the whole row (otherwise the page's copy was of this very `updated_at`: see `known`)."""
+    """A watched row the reader may see: what its version is made of, and the whole row."""
 
     state: TaskLike
     updated_at: datetime
     paused_lanes: frozenset[str]
-    data: tuple[Any, ...]  # a `BRANCH` row without its part (NULL but the light ones unless whole)
+    data: tuple[Any, ...]  # a `BRANCH` row without its part
     reader: int
-    whole: bool
 
     @property
     def team_id(self) -> int:
@@ -105,8 +100,6 @@ class Row:
 
     def hit(self) -> TaskHit:
         """The row as `reads.task` gives it."""
-        if not self.whole:
-            raise ValueError("only what its version is made of was read of this row")
         # As `reads._hit` builds it; visibility was its rule already (`_row`).
         return TaskHit(TaskRow(*self.data[:_N]), self.data[_TITLE], self.paused_lanes)
 
@@ -145,10 +138,9 @@ def row_of(
         title if task.kind == "REMINDER" else None,
         sorted(paused) if waiting else None,
         role.value,
-        True,
     )
     state = State(*_STATE(data))
-    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader, True)
+    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader)
 
 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
@@ -161,61 +153,33 @@ def _row(data: Sequence[Any], reader: int) -> Row | None:
         return None
     state = State(*_STATE(data))
     paused = frozenset(data[_PAUSED] or ())
-    return Row(state, data[_UPDATED], paused, tuple(data), reader, bool(data[_WHOLE]))
+    return Row(state, data[_UPDATED], paused, tuple(data), reader)
 
 
-# What a row's version and visibility are made of: always read. The other columns (and the
-# reminder's ticket title) only when the row is read whole: most watched rows of most ticks did
-# not change, and reading (and decoding the JSON of) every column of 60 rows cost more than the
-# three statements this one replaced. Kept under psycopg's 4,096-byte limit for caching a
-# statement's parsing (MAX_CACHED_STATEMENT_LENGTH): above it every execute parses it again.
-_LIGHT = {"id", "kind", "status", "owner_id", "team_id", "updated_at", *LABEL_FIELDS}
-
-
-def _watched_column(name: str) -> sql.Composable:
-    if name in _LIGHT:
-        return sql.SQL(f"t.{name}")
-    return sql.SQL(f"CASE WHEN f.w THEN t.{name} END")
-
-
-# `reads.task_sql` for each watched id, the session's user as the reader, in `BRANCH`'s order,
-# then whether the row was read whole: not when the page's copy is known to be of this
-# `updated_at` (µs, as ui.polling's versions count it) and none of the times its label turns on
-# passed since that copy was made (Scheduled → Queued a few seconds before `run_at`, so any of
-# the 10 s before it; Running → Worker lost at `lease_until`; Completed → Expired at
-# `expires_at`). A row read light whose version moved all the same is read again by the caller:
-# correct, one more trip.
-_CROSSED = sql.SQL(
-    "(t.run_at - interval '10 seconds' <= %(now)s AND t.run_at > w.made) "
-    "OR (t.lease_until <= %(now)s AND t.lease_until > w.made) "
-    "OR (t.expires_at <= %(now)s AND t.expires_at > w.made)"
-)
+# `reads.task_sql` for each watched id, the session's user as the reader, in `BRANCH`'s order.
+# Kept under psycopg's 4,096-byte limit for caching a statement's parsing
+# (MAX_CACHED_STATEMENT_LENGTH): above it every execute parses it again.
 _WATCHED = sql.SQL(
     "SELECT {cols}, "
-    "CASE WHEN f.w AND t.kind = 'REMINDER' THEN {title} END AS ticket_title, "
+    "CASE WHEN t.kind = 'REMINDER' THEN {title} END AS ticket_title, "
     "CASE WHEN t.status = 'WAITING' THEN {paused} END AS paused, "
-    "m.role AS member_role, f.w "
-    # The arrays as literals (see `_array`); bigint: ids are checked only as 18 digits.
-    "FROM (SELECT i.id, i.known, to_timestamp(i.made / 1000000.0) - interval '1 second' AS made "
-    "FROM unnest(%(ids)s::bigint[], %(known)s::bigint[], %(made)s::bigint[]) i(id, known, made)) w "
+    "m.role AS member_role "
+    # The ids as a literal (see `_array`); bigint: ids are checked only as 18 digits.
+    "FROM unnest(%(ids)s::bigint[]) w(id) "
     "JOIN background_task t ON t.id = w.id "
-    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = {u} "
-    "CROSS JOIN LATERAL (SELECT w.known IS NULL "
-    "OR (extract(epoch FROM t.updated_at) * 1000000)::bigint <> w.known "
-    "OR coalesce({crossed}, false) AS w) f"
+    "LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = {u}"
 ).format(
-    cols=sql.SQL(", ").join(map(_watched_column, TASK_COLUMNS)),
+    cols=reads.task_columns(),
     title=reads.title_sql(READER),
     paused=reads.PAUSED_SQL,
     u=READER,
-    crossed=_CROSSED,
 )
 
 
-def _array(values: Sequence[int | None]) -> str:
+def _array(values: Sequence[int]) -> str:
     """An int array as its literal: psycopg dumps a list element by element in Python, which
-    cost more than the rest of the statement for a page's 60 rows and their versions."""
-    return "{" + ",".join("NULL" if n is None else str(int(n)) for n in values) + "}"
+    cost more than the rest of the statement for a page's 60 rows."""
+    return "{" + ",".join(str(int(n)) for n in values) + "}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +208,7 @@ def _list_branch(kind: bool) -> sql.Composable:
     filters = ("kind", "newer") if kind else ("newer",)
     inner = reads.list_sql(READER, sql.SQL("v.list_team"), filters, exists=False)
     # `y.*` is `reads.LIST_ROW` (spelt out, the statement would pass psycopg's caching limit).
-    return sql.SQL("SELECT 2, y.*, NULL::text, true FROM ({}) y").format(inner)
+    return sql.SQL("SELECT 2, y.*, NULL::text FROM ({}) y").format(inner)
 
 
 @cache
@@ -286,25 +250,15 @@ async def tick(
     team_id: int | None,
     teams: bool = False,
     listing: ListAsk | None = None,
-    known: Sequence[tuple[int, int] | None] | None = None,
 ) -> Tick | None:
     """The tick of the session behind a cookie's secret (None: unknown, revoked or expired).
-    `team_id` is the team cookie's (None: the user's first team, and `teams` is read).
-    `known[i]`: the `updated_at` the page's copy of row `ids[i]` is known to have and when that
-    copy was made, both µs since the epoch (None: not known) — a row still at it is read without
-    what its version does not need (`Row.whole`, `_WATCHED_SQL`)."""
+    `team_id` is the team cookie's (None: the user's first team, and `teams` is read)."""
     if not secret or len(secret) > 128:
         return None
-    if known is None:
-        known = [None] * len(ids)
-    elif len(known) != len(ids):
-        raise ValueError("one known updated_at (or None) per id")
     params: dict[str, Any] = {
         "sid": sessions.session_digest(secret),
         "now": now,
         "ids": _array(ids),
-        "known": _array([k[0] if k else None for k in known]),
-        "made": _array([k[1] if k else None for k in known]),
         "team": team_id,
     }
     if listing is not None:
@@ -329,7 +283,7 @@ async def tick(
         part, task = data[at], data[at + 1 :]
         if part == 1:
             row = _row(task, person.id)
-            if row is not None and (row.whole or task[_ID] not in rows):  # an id watched twice
+            if row is not None:
                 rows[task[_ID]] = row
         elif part == 2:
             member = True

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -40,10 +39,6 @@ async def _signed_in(rt: Runtime, world: World, who: str) -> tuple[int, str]:
                 {"u": user, "t": world.team},
             )
     return user, secret
-
-
-def _us(at: datetime) -> int:
-    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 async def _old_list(
@@ -106,31 +101,6 @@ async def test_the_tick_reads_what_the_separate_reads_read(
                 state = {k: v for k, v in asdict(task).items() if k in tick.State.__slots__}
                 assert asdict(row.state) == state
                 assert row.paused_lanes == expected[i].paused_lanes
-            # Rows whose page copy is known to be of their `updated_at` (made a while after
-            # they were: no time of theirs passed since) come light, the same.
-            later = now + timedelta(minutes=1)
-            stamps = {
-                i: (_us(h.task.updated_at), _us(later))
-                for i, h in expected.items()
-                if h.task is not None
-            }
-            light = await tick.tick(
-                rt.pg,
-                secret,
-                later,
-                ids,
-                team_id=team_cookie,
-                teams=team_cookie is None,
-                known=[stamps.get(i) for i in ids],
-            )
-            assert light is not None and set(light.rows) == set(got.rows)
-            assert light.session == got.session and light.listing is None
-            for i, row in light.rows.items():
-                assert not row.whole and row.state == got.rows[i].state
-                assert row.updated_at == got.rows[i].updated_at
-                assert row.paused_lanes == got.rows[i].paused_lanes
-                with pytest.raises(ValueError):
-                    row.hit()
             # The list's team: the cookie's, else the first of the person's teams by name.
             team = team_cookie or (old.teams[0].team_id if old.teams else None)
             assert got.list_team == team
@@ -211,41 +181,6 @@ async def test_a_tick_is_one_statement(
         )
     assert got is not None and got.rows and got.listing is not None and got.listing.items
     assert seen[0] == "checkout" and len(seen) == 2, seen
-
-
-async def test_a_row_whose_label_time_passed_is_read_whole(
-    rt: Runtime, world: World, ledger: dict[tuple[str, str], int]
-) -> None:
-    """Same `updated_at` as the page's copy, but its `run_at` (Scheduled → Queued), lease
-    (Worker lost) or expiry (Expired) passed since the copy was made: read whole, so the row
-    can be shown anew without a second read; a stale `updated_at` is read whole too."""
-    _, secret = await _signed_in(rt, world, "staff")
-    task_id = ledger[("EXPORT", "staff")]
-    now = rt.clock()
-    hit = (await reads.task(rt.pg, world.staff, task_id)).task
-    assert hit is not None
-    made = now - timedelta(minutes=1)
-
-    async def whole(**change: object) -> bool:
-        if change:
-            sets = ", ".join(f"{k} = :{k}" for k in change)
-            async with rt.engine.begin() as conn:
-                await conn.execute(
-                    sa.text(f"UPDATE background_task SET {sets} WHERE id = :id"),
-                    {"id": task_id, **change},
-                )
-        known = [(_us(hit.updated_at), _us(made))]
-        got = await tick.tick(rt.pg, secret, now, [task_id], team_id=world.team, known=known)
-        assert got is not None
-        return got.rows[task_id].whole
-
-    assert not await whole(run_at=made - timedelta(minutes=1))  # nothing passed since
-    assert await whole(run_at=now + timedelta(seconds=4))  # Queued since the copy was made
-    assert not await whole(run_at=now + timedelta(minutes=5))  # Scheduled still
-    assert await whole(run_at=made - timedelta(minutes=1), lease_until=now - timedelta(seconds=1))
-    assert await whole(lease_until=None, expires_at=now)
-    assert not await whole(expires_at=now + timedelta(days=1))
-    assert await whole(updated_at=now + timedelta(microseconds=1))  # changed
 
 
 def test_the_statement_stays_short_enough_for_psycopg_to_keep_its_parsing() -> None:
