@@ -245,17 +245,19 @@ async def _read(
     memory = memory_of(request)
     now = rt.clock()
     ids = [w.id for w in watched]
-    found: tick.Tick | recall.Gap | None = None
+    found: tick.Tick | recall.Gap | None = recall.HARD
     if memory is not None:
         found = await _recall(memory, secret, now, ids, team_id, ask)
-    if not isinstance(found, tick.Tick):
-        rows = found.rows if isinstance(found, recall.Gap) and found.rows else ()
-        promised = memory.promise(rows) if memory is not None else []
+    if isinstance(found, recall.Gap) and memory is not None and found.rows is not None:
+        promised = memory.promise(found.waits)
+        listed = ask if found.list_missing else None
         try:
-            found = await _statement(rt, memory, secret, now, ids, team_id, ask)
+            part = await _statement(rt, memory, secret, now, sorted(found.rows), team_id, listed)
         finally:
-            if memory is not None:
-                memory.settle(promised)
+            memory.settle(promised)
+        found = recall.fill(found, part)
+    elif isinstance(found, recall.Gap):
+        found = await _statement(rt, memory, secret, now, ids, team_id, ask)
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
     return v, found
@@ -272,7 +274,7 @@ async def _recall(
     """The tick from memory. When only rows another tick is reading are missing, after that
     read: a change every page sees at once is read once, not once per page that ticks meanwhile."""
     found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
-    gap = found.rows if isinstance(found, recall.Gap) else None
+    gap = found.waits if isinstance(found, recall.Gap) else None
     if gap and await memory.after_reads(gap, READ_WAIT):
         found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
     return found

@@ -10,15 +10,16 @@ still names that version. So one change costs one read, not one per page that sh
 
 Anything not remembered (the session, the unread count, a role, the row at this version, the
 lanes' pauses of a waiting row, the tasks created above the page's newest) makes it None: the
-caller reads the tick from the database, as before. When all that is missing is rows another
-tick is reading already (a change seen by many pages at once), the caller waits for that read
-(`Memory.promise`/`after_reads`) rather than make the same read again.
+caller reads the tick from the database. When only rows or the unread count are missing (a
+`Gap` with `rows`), the statement reads just those, not every watched row (`fill`); and when
+the missing rows are being read by another tick already (a change seen by many pages at once),
+the caller waits for that read (`Memory.promise`/`after_reads`) rather than make it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from desk.core.rows import TaskRow
@@ -30,10 +31,17 @@ from desk.reads.tasks import SessionView, TaskPage, TeamRef
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """Why the memory could not answer: only these rows, known at a version it has not read
-    whole (`rows`), or something else as well (`rows` None)."""
+    """Why the memory could not answer. With `rows` None, it lacks what only the whole
+    statement tells (the session, a role, the rows' team, how far back the list's news reach).
+    Otherwise only these watched rows (`rows`), the list's new rows (`list_missing`) or the
+    unread count are missing: the statement reads just those (`fill`), and `known`/`page` are
+    what the memory had. `waits`: every row it lacks, the list's included."""
 
     rows: frozenset[int] | None
+    waits: frozenset[int] = frozenset()
+    known: Mapping[int, tick.Row] = field(default_factory=dict)
+    page: TaskPage | None = None
+    list_missing: bool = False
 
 
 HARD = Gap(None)
@@ -57,19 +65,29 @@ def recall(
     list_role = memory.role(memo.user_id, list_team) if list_team is not None else None
     missing: set[int] = set()
     rows = _rows(memory, memo.user_id, ids, missing)
-    if unread is None or rows is None:
+    if rows is None:
         return HARD
-    page = None
+    page, listed = None, set[int]()
     if listing is not None and list_team is not None:
         if list_role is None:  # not a member, or not remembered: the statement tells which
             return HARD
-        page = _page(memory, access.Member(memo.user_id, list_team, list_role), listing, missing)
+        page = _page(memory, access.Member(memo.user_id, list_team, list_role), listing, listed)
         if page is None:
             return HARD
-    if missing:
-        return Gap(frozenset(missing))
+    if missing or listed or unread is None:
+        return Gap(frozenset(missing), frozenset(missing | listed), rows, page, bool(listed))
     session = SessionView(memo.person, memo.csrf, _teams(memo, team_id), None, unread)
     return tick.Tick(session, rows, page, list_team, list_role, memo.expires_at)
+
+
+def fill(gap: Gap, read: tick.Tick | None) -> tick.Tick | None:
+    """A soft gap's tick: what the statement read of the missing parts (with the session, which
+    it always reads) over what the memory had. None: the session ended meanwhile."""
+    if read is None:
+        return None
+    page = read.listing if gap.list_missing else gap.page
+    rows = {**gap.known, **read.rows}
+    return tick.Tick(read.session, rows, page, read.list_team, read.list_role, read.expires_at)
 
 
 def _teams(memo: SessionMemo, team_id: int | None) -> list[TeamRef] | None:

@@ -21,9 +21,9 @@ from ui import unchanged
 DEADLINE = 30.0
 
 
-async def _reminder(rt, world, clock, minutes: int = 5):
+async def _reminder(rt, world, clock, minutes: int = 5, ticket: str = "login"):
     at = clock.now + timedelta(minutes=minutes)
-    return await reminders.schedule_reminder(rt, world.staff, world.tickets["login"], at=at)
+    return await reminders.schedule_reminder(rt, world.staff, world.tickets[ticket], at=at)
 
 
 async def _token(page, task_id: int) -> str:
@@ -134,7 +134,8 @@ async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> No
     assert isinstance(still, tick.Tick)
     # The cancelled row is known at a version not read whole: that row alone is missing.
     changed = recall.recall(memory, staff, clock(), ids, team_id=world.team, listing=None)
-    assert changed == recall.Gap(frozenset({export.id}))
+    assert isinstance(changed, recall.Gap) and changed.rows == frozenset({export.id})
+    assert set(changed.known) == {reminder.id} and not changed.list_missing
 
 
 async def test_pages_that_tick_while_a_change_is_read_wait_for_that_read(
@@ -164,3 +165,30 @@ async def test_a_read_under_way_is_waited_for_once_and_only_while_it_lasts(app) 
     assert await waiting is True
     assert await memory.after_reads([41], DEADLINE) is False  # nothing under way: read it
     assert await memory.after_reads([], DEADLINE) is False
+
+
+async def test_a_tick_missing_one_row_reads_that_row_alone(
+    app, page_as, world, rt, clock, monkeypatch
+) -> None:
+    """The statement reads what the memory lacks (the changed row, with the session), not
+    every row the page watches; the others come from memory, and the answer is the same."""
+    first = await _reminder(rt, world, clock)
+    second = await _reminder(rt, world, clock, ticket="printer")
+    page = await page_as(world.staff)
+    tokens = [await _token(page, t.id) for t in (first, second)]
+    url = "/watch?" + "&".join(f"r={t}" for t in tokens) + "&bell=0"
+    assert (await page.hx_get(url)).status_code == 204
+    clock.advance(1)
+    await tasks.cancel_task(rt, world.staff, second.id)
+    asked: list[list[int]] = []
+    real = tick.tick
+
+    async def spy(pg, secret, now, ids, **kw):  # type: ignore[no-untyped-def]
+        asked.append(list(ids))
+        return await real(pg, secret, now, ids, **kw)
+
+    monkeypatch.setattr(tick, "tick", spy)
+    r = await page.hx_get(url)
+    assert r.status_code == 200 and f'id="task-{second.id}"' in r.text
+    assert 'data-status="Cancelled"' in r.text and f'id="task-{first.id}"' not in r.text
+    assert asked == [[second.id]]
