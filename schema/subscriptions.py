@@ -18,8 +18,9 @@ Transports, guards and limits are the caller's (`schema.streams`); every resolve
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import aclosing
 from datetime import datetime
 
@@ -33,6 +34,7 @@ from desk.core.models import Notification as NotificationRow
 from desk.core.models import TaskStatus
 from desk.core.rows import TaskRow
 from desk.helpdesk import notifications
+from desk.ledger import rules as task_rules
 from desk.reads import lookups
 from desk.reads import tasks as reads
 from schema.context import ctx_of
@@ -43,6 +45,8 @@ from schema.types import Task
 
 ENDED = frozenset(s.value for s in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED))
 SEEN_TASKS = 1000  # the rows `teamTasks` remembers having sent, to send only what moved
+TURN_MIN_WAIT = 0.5  # seconds: a label's turn by time is looked at no sooner (see `_turn_in`)
+TURN_MAX_WAIT = 3600.0  # ... and no later: a far turn is checked again on the way
 
 
 def _stream_ctx(info: strawberry.Info) -> StreamContext:
@@ -108,10 +112,22 @@ async def follow_task(ctx: StreamContext, task_id: int | None) -> AsyncGenerator
         return
     async with _feed(ctx).subscribe(tasks={task_id}, users={user_id}) as feed:
         row = await _task(ctx, user_id, task_id)
-        yield _shown(ctx, row, user_id)
+        sent = _shown(ctx, row, user_id)
+        yield sent
         if row is None or row.status in ENDED:
             return
-        async for event in feed:
+        while True:
+            event = await _next(feed, _turn_in(ctx, row))
+            if event is None:  # the label may have turned by time alone (no commit says so)
+                shown = _shown(ctx, row, user_id)
+                if (
+                    shown is not None
+                    and sent is not None
+                    and shown.status_label != sent.status_label
+                ):
+                    sent = shown
+                    yield sent
+                continue
             mine = isinstance(event, TaskNote) and event.id == task_id
             if not mine and not await _about_me(ctx, event):
                 continue
@@ -119,9 +135,31 @@ async def follow_task(ctx: StreamContext, task_id: int | None) -> AsyncGenerator
             if now == row:
                 continue
             row = now
-            yield _shown(ctx, row, user_id)
+            sent = _shown(ctx, row, user_id)
+            yield sent
             if row is None or row.status in ENDED:
                 return
+
+
+def _turn_in(ctx: StreamContext, row: TaskRow) -> float | None:
+    """Seconds until the row's label turns by time alone (Scheduled → Queued, Running → Worker
+    lost: `rules.label_turns_at`); None when no such turn is ahead. At least TURN_MIN_WAIT, so a
+    turn the clock has not reached yet is looked at again calmly, never in a spin."""
+    now = ctx.now()
+    turns = task_rules.label_turns_at(row, now)
+    if turns is None:
+        return None
+    return min(TURN_MAX_WAIT, max(TURN_MIN_WAIT, (turns - now).total_seconds()))
+
+
+async def _next(feed: AsyncIterator[Event], within: float | None) -> Event | None:
+    """The feed's next event; None when `within` seconds pass first."""
+    if within is None:
+        return await anext(feed)
+    try:
+        return await asyncio.wait_for(anext(feed), within)
+    except TimeoutError:
+        return None
 
 
 async def _team_rows(ctx: StreamContext, user_id: int, team_id: int) -> list[TaskRow] | None:

@@ -5,6 +5,7 @@ removal from a team ending delivery at once."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -18,7 +19,16 @@ from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
 from tests.helpers import running_workers
-from tests.schema.subscribing import Served, Socket, codes, connected, listening, serve, socket
+from tests.schema.subscribing import (
+    DEADLINE,
+    Served,
+    Socket,
+    codes,
+    connected,
+    listening,
+    serve,
+    socket,
+)
 from tests.sessions import cookie_header
 
 TASK = "subscription($id: ID!) { taskUpdated(id: $id) { id status statusLabel resultSummary } }"
@@ -87,6 +97,25 @@ async def test_a_reminder_is_followed_to_its_skip(
         last = (await s.until_complete(op))[-1]["data"]["taskUpdated"]
     assert (last["status"], last["statusLabel"]) == ("COMPLETED", "Skipped")
     assert "resolved" in last["resultSummary"]
+
+
+async def test_a_label_that_turns_by_time_alone_is_pushed(
+    settings: Settings, rt: Runtime, world: World, clock: Any
+) -> None:
+    """Scheduled → Queued comes with no commit at all: the stream works out when the label
+    turns (`rules.label_turns_at`) and sends it then, with the injected clock's time."""
+    token = (await users.create_token(rt, world.admin, "t"))[1]
+    reminder = await reminders.schedule_reminder(
+        rt, world.staff, world.tickets["login"], in_minutes=1
+    )
+    clock.advance(54.8)  # the label turns 5 s before run_at: 0.2 s from now
+    async with serve(settings, clock) as served, socket(served, token=token) as s:
+        op = await s.subscribe(TASK, {"id": str(reminder.id)})
+        assert (await s.next(op))["data"]["taskUpdated"]["statusLabel"] == "Scheduled"
+        clock.advance(1)
+        async with asyncio.timeout(DEADLINE):  # keep-alives would keep `next` waiting for ever
+            turned = (await s.next(op))["data"]["taskUpdated"]
+    assert (turned["status"], turned["statusLabel"]) == ("WAITING", "Queued")
 
 
 async def test_task_updated_answers_every_role_as_task_id_does(
