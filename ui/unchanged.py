@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from desk.core.clock import micros
 from desk.core.feed import TaskNote
 from desk.core.models import Role
-from desk.core.rows import TaskRow
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.people import access, sessions
 from desk.reads import tick
-from desk.reads.memory import REMINDER, TITLE_ROLES, Memory, Reading, SessionMemo
+from desk.reads.memory import Memory, Reading, SessionMemo
 from ui import polling
 
 if TYPE_CHECKING:
@@ -115,7 +113,7 @@ def vouch(
         kind = None if list_kind is None or list_kind is MISSING else str(list_kind)
         if role is not None:
             member = access.Member(user_id, team_id, role)
-            quiet = memory.newer_visible(member, after, kind) is False
+            quiet = memory.newer_notes(member, after, kind, 1) == []
     whole = quiet and same_bell and len(rows) == len({w.id for w in watched})
     return Vouch(rows, same_bell, quiet, memory.horizon, whole)
 
@@ -138,20 +136,13 @@ def learn(
         memory.learn_row(r, tick.note_of(row))
         hit = row.hit()
         if hit.task is not None:
-            _learn_whole(memory, r, hit.task, row.role, hit.ticket_title)
+            memory.learn_whole(r, hit.task, row.role, hit.ticket_title)
         if row.state.status == "WAITING":
             memory.learn_paused(r, row.paused_lanes)
     page = found.listing
     if page is not None and found.list_role is not None:
         for task in page.items:
-            _learn_whole(memory, r, task, found.list_role, page.titles.get(task.ticket_id or 0))
+            memory.learn_whole(r, task, found.list_role, page.titles.get(task.ticket_id or 0))
         if any(t.status == "WAITING" for t in page.items):  # read with them only then
             memory.learn_paused(r, page.paused_lanes)
     memory.learn_roles(r, user_id, roles)
-
-
-def _learn_whole(memory: Memory, r: Reading, task: TaskRow, role: Role, title: str | None) -> None:
-    """A row read whole, kept for the other pages that will find it changed (desk/reads/recall.py)
-    — when the reader saw its ticket's title as everyone who is shown it does."""
-    if task.kind != REMINDER or role in TITLE_ROLES:
-        memory.learn_whole(r, task, micros(task.updated_at), title)

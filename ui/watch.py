@@ -247,37 +247,37 @@ async def _read(
     ids = [w.id for w in watched]
     found: tick.Tick | recall.Gap | None = recall.HARD
     if memory is not None:
-        found = await _recall(memory, secret, now, ids, team_id, ask)
-    if isinstance(found, recall.Gap) and memory is not None and found.rows is not None:
-        promised = memory.promise(found.waits)
-        listed = ask if found.list_missing else None
-        try:
-            part = await _statement(rt, memory, secret, now, sorted(found.rows), team_id, listed)
-        finally:
-            memory.settle(promised)
-        found = recall.fill(found, part)
-    elif isinstance(found, recall.Gap):
-        found = await _statement(rt, memory, secret, now, ids, team_id, ask)
+        found = await recall.remembered(
+            memory, secret, now, ids, team_id=team_id, listing=ask, wait=READ_WAIT
+        )
+    if isinstance(found, recall.Gap):
+        found = await _fill(rt, memory, secret, now, ids, team_id, ask, found)
     v = viewer.viewer_of(request, found.session if found else None, team_id)
     assert found is not None  # viewer_of raised otherwise
     return v, found
 
 
-async def _recall(
-    memory: Memory,
+async def _fill(
+    rt: Runtime,
+    memory: Memory | None,
     secret: str,
     now: datetime,
     ids: list[int],
     team_id: int | None,
     ask: tick.ListAsk | None,
-) -> tick.Tick | recall.Gap:
-    """The tick from memory. When only rows another tick is reading are missing, after that
-    read: a change every page sees at once is read once, not once per page that ticks meanwhile."""
-    found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
-    gap = found.waits if isinstance(found, recall.Gap) else None
-    if gap and await memory.after_reads(gap, READ_WAIT):
-        found = recall.recall(memory, secret, now, ids, team_id=team_id, listing=ask)
-    return found
+    gap: recall.Gap,
+) -> tick.Tick | None:
+    """What the memory lacks, read: only that when it knows which (the rows, the list, the
+    unread count), with a promise other ticks may wait on; else the whole tick."""
+    if memory is None or gap.rows is None:
+        return await _statement(rt, memory, secret, now, ids, team_id, ask)
+    promised = memory.promise(gap.waits)
+    listed = ask if gap.list_missing else None
+    try:
+        part = await _statement(rt, memory, secret, now, sorted(gap.rows), team_id, listed)
+    finally:
+        memory.settle(promised)
+    return recall.fill(gap, part)
 
 
 async def _statement(

@@ -22,14 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from desk.core.clock import micros
 from desk.core.feed import Event, Feed, LanesNote, Resync, TaskNote, TeamNote, UserNote
 from desk.core.models import Role, TaskKind
 from desk.core.rows import TaskRow
 from desk.people import access
 from desk.reads.tasks import Person, TeamRef
 
-# Who is shown a reminder's ticket title without being its creator (`reads.title_sql`).
-TITLE_ROLES = frozenset({Role.ADMIN, Role.STAFF})
 REMINDER = str(TaskKind.REMINDER)
 
 MAX_ROWS = 200_000
@@ -49,6 +48,12 @@ class SessionMemo:
     expires_at: datetime
     teams: tuple[TeamRef, ...] | None  # read only when the page has no team cookie
     first_team: int | None  # the team a page without a team cookie works in (when `teams`)
+
+
+def _title_shared(task: TaskRow, role: Role) -> bool:
+    """Whether a reader of `role` is shown the row's ticket title as every such reader is: a
+    reminder's title is staff's to see (`access.can_see_ticket`), a customer's only when theirs."""
+    return task.kind != REMINDER or role.is_staff
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,20 +190,6 @@ class Memory:
     def lanes_paused(self) -> frozenset[str] | None:
         return self.paused if self.trusted else None
 
-    def newer_visible(self, member: access.Member, after: int, kind: str | None) -> bool | None:
-        """Whether a task of the member's team above id `after` is one they may see (of `kind`
-        when given); None when the memory cannot tell (its tasks do not reach back that far)."""
-        if not self.trusted or after < max(self.floor, self.team_floor.get(member.team_id, 0)):
-            return None
-        for note in reversed(self.created.get(member.team_id, ())):
-            if note.id <= after:
-                break
-            if (kind is None or note.kind == kind) and access.can_see_task(
-                member, note.kind, note.owner_id
-            ):
-                return True
-        return False
-
     def newer_notes(
         self, member: access.Member, after: int, kind: str | None, first: int
     ) -> list[TaskNote] | None:
@@ -224,9 +215,7 @@ class Memory:
         hit = self.whole.get(note.id) if self.trusted else None
         if hit is None or hit.updated_us != note.updated_us or hit.task.status != note.status:
             return None
-        if hit.task.kind == REMINDER and role not in TITLE_ROLES:
-            return None  # whether the reader sees the ticket's title is theirs alone
-        return hit
+        return hit if _title_shared(hit.task, role) else None
 
     @property
     def horizon(self) -> int:
@@ -302,11 +291,12 @@ class Memory:
         await asyncio.wait([f for f in futures if f is not None], timeout=within)
         return True
 
-    def learn_whole(self, r: Reading, task: TaskRow, updated_us: int, title: str | None) -> None:
-        """A row read whole by a reader who sees its ticket's title as staff do."""
-        if not self._fresh(r, "task", task.id):
+    def learn_whole(self, r: Reading, task: TaskRow, role: Role, title: str | None) -> None:
+        """A row read whole (with its ticket's title as a reader of `role` was shown it), kept
+        for the other pages that will find it changed (desk/reads/recall.py)."""
+        if not _title_shared(task, role) or not self._fresh(r, "task", task.id):
             return
-        self.whole[task.id] = Whole(task, updated_us, title)
+        self.whole[task.id] = Whole(task, micros(task.updated_at), title)
         self.whole.move_to_end(task.id)
         if len(self.whole) > MAX_WHOLE:
             self.whole.popitem(last=False)

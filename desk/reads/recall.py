@@ -47,6 +47,25 @@ class Gap:
 HARD = Gap(None)
 
 
+async def remembered(
+    memory: Memory,
+    secret: str,
+    now: datetime,
+    ids: Sequence[int],
+    *,
+    team_id: int | None,
+    listing: tick.ListAsk | None,
+    wait: float,
+) -> tick.Tick | Gap:
+    """`recall`, and when it lacks only rows other ticks are reading, again after those reads
+    (waiting `wait` s at most): a change every page sees at once is read once, not once per page
+    that ticks meanwhile."""
+    found = recall(memory, secret, now, ids, team_id=team_id, listing=listing)
+    if isinstance(found, Gap) and found.waits and await memory.after_reads(found.waits, wait):
+        found = recall(memory, secret, now, ids, team_id=team_id, listing=listing)
+    return found
+
+
 def recall(
     memory: Memory,
     secret: str,
