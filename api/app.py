@@ -37,6 +37,12 @@ def _mount_plain_routes(app: FastAPI, settings: Settings) -> None:
     app.include_router(routes.router)
 
 
+def _mount_rest(app: FastAPI, settings: Settings) -> None:
+    from api import rest  # /api/v1: the trigger contract as JSON
+
+    app.include_router(rest.router)
+
+
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:
     from schema.app import graphql_router
     from web.auth import identify
@@ -62,6 +68,7 @@ MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
     _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_plain_routes,
+    _mount_rest,  # /api/v1/...
     _mount_console,  # the operators' console: /ops/...
 ]
 

@@ -20,11 +20,12 @@ import psycopg
 import psycopg_pool
 import sqlalchemy.exc
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 
-from desk.core.errors import DeskError, NotFound, QuotaExceeded, TaskConflict
+from desk.core.errors import DeskError, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from web import wants
 
 log = logging.getLogger("taskdesk.web")
@@ -97,14 +98,18 @@ def retry_after_headers(request: Request, exc: DeskError) -> dict[str, str]:
     return {"Retry-After": str(max(1, int(seconds)))}
 
 
-def problem_json(request: Request, exc: DeskError) -> Response:
-    """A domain error as API clients read it: `{"error": {code, message[, task_id]}}`."""
+def problem_json(
+    request: Request, exc: DeskError, extra: Mapping[str, str] | None = None
+) -> Response:
+    """A domain error as API clients read it: `{"error": {code, message[, field, task_id]}}`."""
     body: dict[str, object] = {"code": exc.code, "message": exc.message}
+    if isinstance(exc, ValidationProblem):
+        body["field"] = exc.field
     if isinstance(exc, TaskConflict):
         task_id = getattr(exc.existing, "id", None)
         if task_id is not None:
             body["task_id"] = task_id
-    headers = retry_after_headers(request, exc)
+    headers = retry_after_headers(request, exc) | dict(extra or {})
     return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 
@@ -126,6 +131,8 @@ async def answer(
     """The one error renderer: the styled page (the message block for htmx) for whoever wants
     HTML, else `data` (by default the problem's JSON). `headers` go on the page after its own
     (`Allow` on a 405); `anonymous` skips looking up the reader (the database is the trouble)."""
+    if api_path(request):
+        return problem_json(request, problem, headers)
     pages: Pages | None = getattr(request.app.state, "error_pages", None)
     if pages is None or not wants.html(request.headers):
         return data if data is not None else problem_json(request, problem)
@@ -134,6 +141,14 @@ async def answer(
     else:
         await pages.viewer(request)
     return pages.page(request, problem, headers or {})
+
+
+API_PREFIX = "/api/"
+
+
+def api_path(request: Request) -> bool:
+    """The REST API answers data whatever the client accepts (a browser tab included)."""
+    return request.url.path.startswith(API_PREFIX)
 
 
 # --- the app's exception handlers -------------------------------------------------------------
@@ -173,6 +188,20 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return await answer(request, NotFound(), await http_exception_handler(request, exc))
 
 
+async def invalid_request(request: Request, exc: Exception) -> Response:
+    """FastAPI's checks of a request's parameters and body: the REST API's typed 422 (the first
+    problem, as `field: message`); elsewhere FastAPI's own answer."""
+    assert isinstance(exc, RequestValidationError)
+    if not api_path(request):
+        return await request_validation_exception_handler(request, exc)
+    first = exc.errors()[0] if exc.errors() else {}
+    # ("body", "team_id") names the field; ("body",) or ("body", 7) the body as a whole.
+    where = [p for p in first.get("loc", ())[1:2] if isinstance(p, str)]
+    field = where[0] if where else "body"
+    problem = ValidationProblem(field, str(first.get("msg", "not acceptable")))
+    return problem_json(request, problem)
+
+
 async def server_error(request: Request, exc: Exception) -> Response:
     """Anything unexpected: a 500 that says nothing of its cause."""
     text = PlainTextResponse("Internal Server Error", status_code=500)
@@ -184,6 +213,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(DeskError, desk_error)
     for kind in DATABASE_DOWN:
         app.add_exception_handler(kind, database_down)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, server_error)

@@ -99,3 +99,38 @@ def status_label(task: TaskLike, now: datetime) -> str:
             return "Expired"
         return "Completed"
     return task.status.title()
+
+
+# The REST contract's words for a task's state (api/v1): what a script branches on. GraphQL
+# keeps its enum and `statusLabel`; these are coarser and stable.
+CONTRACT_STATUSES = ("queued", "scheduled", "running", "succeeded", "failed", "cancelled")
+
+
+def contract_status(task: TaskLike, now: datetime) -> str:
+    """queued (a retry waiting out its backoff too), scheduled (a first run due later, as the
+    label's "Scheduled"), running, succeeded (a skipped reminder too: it did what was asked),
+    failed or cancelled."""
+    if task.status == TaskStatus.WAITING:
+        return "scheduled" if status_label(task, now) == "Scheduled" else "queued"
+    if task.status == TaskStatus.COMPLETED:
+        return "succeeded"
+    return task.status.lower()
+
+
+class MessageLike(TaskLike, Protocol):
+    @property
+    def progress_message(self) -> str: ...
+    @property
+    def last_error(self) -> str | None: ...
+    @property
+    def result_summary(self) -> str | None: ...
+
+
+def contract_message(task: MessageLike) -> str:
+    """One sentence on where the task is: its progress while it runs, the error a retry waits
+    out or a failure ended with, the summary of a finished one."""
+    if task.status == TaskStatus.RUNNING:
+        return task.progress_message
+    if task.status in (TaskStatus.WAITING, TaskStatus.FAILED) and task.last_error:
+        return task.last_error
+    return task.result_summary or ""
