@@ -85,7 +85,11 @@ def mount(app: FastAPI, settings: Settings) -> None:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     # Web requests are short: a statement running longer is cancelled (docs/graphql.md).
-    rt = await Runtime.open(settings, statement_timeout_ms=settings.web_statement_timeout_ms)
+    rt = await Runtime.open(
+        settings,
+        statement_timeout_ms=settings.web_statement_timeout_ms,
+        application_name="taskdesk-web",
+    )
     app.state.runtime = rt
     # The change feed (docs/architecture.md, "Change feed"): pushed news, and the page
     # watcher's unchanged ticks answered from this process's memory of it.

@@ -278,10 +278,17 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     # An export holds up to three connections (COPY, chunk writer, progress); most tasks one.
     # A short task holds one connection; an export up to three (COPY, chunk writer, progress).
     pool = settings.worker_max_jobs + settings.worker_long_slots * 3 + 4
-    rt = await Runtime.open(settings, pool_size=pool, pre_ping=False)
-    reg = heartbeat.Registration(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
-    events.tag_worker(rt.engine, reg.worker_id)  # the task event log names who claimed what
-    await rt.pg.tag("taskdesk.worker_id", reg.worker_id)
+    # The host name is cut so the id fits the connections' application_name, through which the
+    # task event log names who claimed what (desk/ledger/events.py).
+    reg = heartbeat.Registration(
+        f"{socket.gethostname()[:30]}-{os.getpid()}-{secrets.token_hex(3)}"
+    )
+    rt = await Runtime.open(
+        settings,
+        pool_size=pool,
+        pre_ping=False,
+        application_name=events.worker_application_name(reg.worker_id),
+    )
     procs = registry()
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
     reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}

@@ -20,7 +20,7 @@ target_metadata = SQLModel.metadata
 
 
 def _url() -> str:
-    url = config.attributes.get("url") or load_settings().sqlalchemy_url
+    url = config.attributes.get("url") or load_settings().direct_sqlalchemy_url
     if not url:
         raise SystemExit(
             "DATABASE_URL is not set (use `taskdesk migrate`, which knows the dev servers)"

@@ -156,7 +156,7 @@ def prepare_database(settings: Settings) -> None:
     from taskdesk import migrate
 
     say("applying migrations")
-    migrate.upgrade(settings.sqlalchemy_url)
+    migrate.upgrade(settings.direct_sqlalchemy_url)
     say("seeding demo data (skipped where present)")
     asyncio.run(_seed(settings))
 
@@ -165,7 +165,7 @@ async def _seed(settings: Settings) -> None:
     from desk.core.runtime import Runtime
     from desk.seed.demo import seed_demo
 
-    rt = await Runtime.open(settings)
+    rt = await Runtime.open(settings, application_name="taskdesk-dev")
     try:
         await seed_demo(rt)
     finally:

@@ -7,7 +7,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import errors as pgerr
@@ -32,27 +32,51 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 
 
+APPLICATION_NAME_MAX = 63  # PostgreSQL keeps this many bytes of it (NAMEDATALEN - 1)
+
+
+def connect_args(
+    settings: Settings, *, application_name: str, statement_timeout_ms: int | None = None
+) -> dict[str, Any]:
+    """What every pooled connection of a process is opened with (docs/architecture.md,
+    "Connections"), for psycopg and SQLAlchemy alike.
+
+    `application_name` names the process in `pg_stat_activity` and, for a worker, tells the task
+    event log's trigger who claimed what; a transaction pooler hands it on to the server
+    connection each transaction runs on. `statement_timeout_ms` (the web process) makes
+    PostgreSQL cancel a statement running longer, so no request holds a connection for long.
+    Through a transaction pooler (`DB_POOLER=transaction`) a connection keeps no session state:
+    no startup options (PgBouncer refuses them; the timeout is then the server's or the
+    pooler's) and no prepared statements (the next transaction may run on another server
+    connection, which has never seen them)."""
+    args: dict[str, Any] = {"application_name": application_name[:APPLICATION_NAME_MAX]}
+    if settings.pooled:
+        args["prepare_threshold"] = None
+    elif statement_timeout_ms:
+        args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+    return args
+
+
 def create_engine(
     settings: Settings,
     *,
     pool_size: int | None = None,
     pre_ping: bool = True,
     statement_timeout_ms: int | None = None,
+    application_name: str = "taskdesk",
 ) -> AsyncEngine:
     """`pre_ping` costs a round trip per checkout; the worker turns it off because every one of
-    its transactions already runs again on a connection error (`retrying`, the ledger).
-    `statement_timeout_ms` (the web process) makes PostgreSQL cancel a statement running longer,
-    so no request holds a connection for long; the worker's exports and imports run without."""
-    options = {}
-    if statement_timeout_ms:
-        options["connect_args"] = {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
+    its transactions already runs again on a connection error (`retrying`, the ledger). The
+    rest is `connect_args`."""
     return create_async_engine(
         settings.sqlalchemy_url,
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
-        **options,
+        connect_args=connect_args(
+            settings, application_name=application_name, statement_timeout_ms=statement_timeout_ms
+        ),
     )
 
 

@@ -35,6 +35,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from desk.core.db import connect_args
 from desk.core.settings import Settings
 
 Params = Mapping[str, Any] | Sequence[Any] | None
@@ -78,10 +79,12 @@ class Pg:
         max_size: int | None = None,
         statement_timeout_ms: int | None = None,
         name: str = "taskdesk-pg",
+        application_name: str = "taskdesk",
     ) -> None:
         kwargs: dict[str, Any] = {"autocommit": True}
-        if statement_timeout_ms:
-            kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+        kwargs |= connect_args(
+            settings, application_name=application_name, statement_timeout_ms=statement_timeout_ms
+        )
         self._reach = _Reach()
         self._connection_class = self._reach.connection_class()
         self._direct = asyncio.Semaphore(DIRECT)
@@ -188,16 +191,3 @@ class Pg:
                     raise
                 await self._pool.check()  # only after a failure: hot reads never pay a ping
         raise AssertionError("unreachable")
-
-    async def tag(self, setting: str, value: str) -> None:
-        """Give every connection the session setting `setting` = `value` (a worker's id, which
-        the task event log's trigger records). Call it before use: the pool is replaced by one
-        whose every connection is opened with the setting (no connection opened before can
-        slip through), and opens in the background as `open` does."""
-        old = self._pool
-        kwargs = dict(old.kwargs) if isinstance(old.kwargs, dict) else {}
-        escaped = value.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's `options` syntax
-        kwargs["options"] = f"{kwargs.get('options', '')} -c {setting}={escaped}".strip()
-        self._pool = self._new_pool(old.max_size, kwargs, old.name)
-        await old.close()
-        await self._pool.open(wait=False)

@@ -37,15 +37,24 @@ class Runtime:
         pool_size: int | None = None,
         pre_ping: bool = True,
         statement_timeout_ms: int | None = None,
+        application_name: str = "taskdesk",
     ) -> Runtime:
+        """`application_name` names this process's connections (`pg_stat_activity`; a worker's
+        also tells the task event log who it is: desk/ledger/events.py)."""
         engine = create_engine(
             settings,
             pool_size=pool_size,
             pre_ping=pre_ping,
             statement_timeout_ms=statement_timeout_ms,
+            application_name=application_name,
         )
         queue = await Queue.open(settings)
-        pg = Pg(settings, max_size=pool_size, statement_timeout_ms=statement_timeout_ms)
+        pg = Pg(
+            settings,
+            max_size=pool_size,
+            statement_timeout_ms=statement_timeout_ms,
+            application_name=application_name,
+        )
         await pg.open()
         return cls(settings=settings, engine=engine, queue=queue, pg=pg, clock=clock)
 

@@ -32,9 +32,14 @@ class Settings(BaseSettings):
     taskdesk_env: Env = Env.DEV
     # Empty means "run private embedded servers" (taskdesk dev, the tests).
     database_url: str = ""
-    # The web process's one listening connection of the change feed (docs/architecture.md,
-    # "Change feed") must reach PostgreSQL directly: a transaction pooler does not keep a LISTEN.
-    # Empty: DATABASE_URL.
+    # What DATABASE_URL reaches: PostgreSQL itself ("none"), or a transaction pooler such as
+    # PgBouncer in transaction mode ("transaction"; docs/architecture.md, "Connections"): then
+    # connections carry no session state — no startup options, no prepared statements.
+    db_pooler: Literal["none", "transaction"] = "none"
+    # PostgreSQL itself, for what needs a session: migrations and the change feed's LISTEN.
+    # Required with DB_POOLER=transaction; empty otherwise means DATABASE_URL.
+    direct_database_url: str = ""
+    # The change feed's listener only (older name, still honoured): empty means the direct URL.
     feed_database_url: str = ""
     redis_url: str = ""
     queue_prefix: str = Field(default="taskdesk", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -118,7 +123,7 @@ class Settings(BaseSettings):
     subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
     subscriptions_per_person: int = Field(default=50, ge=1, le=100_000)
 
-    @field_validator("database_url", "feed_database_url")
+    @field_validator("database_url", "direct_database_url", "feed_database_url")
     @classmethod
     def _check_database_url(cls, v: str) -> str:
         if v and not v.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
@@ -182,14 +187,25 @@ class Settings(BaseSettings):
             raise ValueError("RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS")
         return self
 
+    @model_validator(mode="after")
+    def _check_pooler(self) -> Settings:
+        if self.db_pooler == "transaction" and self.database_url and not self.direct_database_url:
+            raise ValueError(
+                "DB_POOLER=transaction needs DIRECT_DATABASE_URL: a URL that reaches PostgreSQL "
+                "itself, for migrations and the change feed's LISTEN (a transaction pooler "
+                "keeps neither)"
+            )
+        return self
+
+    @property
+    def pooled(self) -> bool:
+        """DATABASE_URL goes through a transaction pooler: no session state on its connections."""
+        return self.db_pooler == "transaction"
+
     @cached_property
     def sqlalchemy_url(self) -> str:
         """The database URL in the form SQLAlchemy wants (psycopg 3 driver)."""
-        url = self.database_url
-        for prefix in ("postgresql://", "postgres://"):
-            if url.startswith(prefix):
-                return "postgresql+psycopg://" + url[len(prefix) :]
-        return url
+        return _sqlalchemy(self.database_url)
 
     @cached_property
     def libpq_url(self) -> str:
@@ -199,7 +215,19 @@ class Settings(BaseSettings):
     @cached_property
     def feed_url(self) -> str:
         """The change feed's direct connection, in the form psycopg wants."""
-        return _libpq(self.feed_database_url or self.database_url)
+        return _libpq(self.feed_database_url or self.direct_database_url or self.database_url)
+
+    @cached_property
+    def direct_sqlalchemy_url(self) -> str:
+        """PostgreSQL itself (migrations), in the form SQLAlchemy wants."""
+        return _sqlalchemy(self.direct_database_url or self.database_url)
+
+
+def _sqlalchemy(url: str) -> str:
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
 
 
 def _libpq(url: str) -> str:

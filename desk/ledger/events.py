@@ -1,33 +1,33 @@
 """The task event log (table `task_event`, written by a trigger on background_task): a task's
 story, which worker claimed what, and the workers that vanished with work in hand.
 
-A worker's database connections carry its id in the session setting `taskdesk.worker_id`
-(`tag_worker`), so the trigger knows who claimed a task without any ledger statement changing.
+A worker's database connections carry its id in their `application_name`
+(`worker_application_name`), so the trigger knows who claimed a task without any ledger
+statement changing; a transaction pooler hands the name on to whichever server connection runs
+the transaction (a session setting would not survive it). Migration 0012 reads it back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from desk.core.db import APPLICATION_NAME_MAX
 from desk.core.runtime import Runtime
 
+# A worker's connections are named this + its id; the trigger (migration 0012) takes the rest.
+WORKER_APP_PREFIX = "taskdesk-worker "
+WORKER_ID_MAX = APPLICATION_NAME_MAX - len(WORKER_APP_PREFIX)
 
-def tag_worker(engine: AsyncEngine, worker_id: str) -> None:
-    """Every connection this engine opens says which worker it belongs to."""
 
-    @event.listens_for(engine.sync_engine, "connect")
-    def _tag(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        cursor.execute("SELECT set_config('taskdesk.worker_id', %s, false)", (worker_id,))
-        cursor.close()
-        if not dbapi_conn.autocommit:
-            dbapi_conn.commit()
+def worker_application_name(worker_id: str) -> str:
+    """The `application_name` of a worker's connections (ids longer than PostgreSQL keeps are
+    refused, rather than recorded cut short)."""
+    if len(worker_id.encode()) > WORKER_ID_MAX:
+        raise ValueError(f"worker id longer than {WORKER_ID_MAX} bytes: {worker_id!r}")
+    return WORKER_APP_PREFIX + worker_id
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ async def _run(
 ) -> int:
     from desk.core.runtime import Runtime
 
-    rt = await Runtime.open(settings, pool_size=pool_size)
+    rt = await Runtime.open(settings, pool_size=pool_size, application_name="taskdesk-cli")
     try:
         status = await action(rt, args)
     finally:

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = resolve_settings(args.data_dir)
     try:
-        _run(settings.sqlalchemy_url, args)
+        _run(settings.direct_sqlalchemy_url, args)  # a session: never through a pooler
     except CommandError as exc:
         print(f"taskdesk migrate: {exc}", file=sys.stderr)
         return 1
