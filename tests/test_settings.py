@@ -112,3 +112,19 @@ def test_redis_url_forms(url: str) -> None:
 def test_names_are_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("queue_prefix", "lower")
     assert load_settings().queue_prefix == "lower"
+
+
+def test_a_transaction_pooler_needs_a_direct_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app@pgbouncer:6432/taskdesk")
+    monkeypatch.setenv("DB_POOLER", "transaction")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert "DIRECT_DATABASE_URL" in message(exc)
+    monkeypatch.setenv("DIRECT_DATABASE_URL", "postgresql://app@db:5432/taskdesk")
+    s = load_settings()
+    assert s.pooled and s.direct_sqlalchemy_url == "postgresql+psycopg://app@db:5432/taskdesk"
+    assert s.feed_url == "postgresql://app@db:5432/taskdesk"
+    monkeypatch.setenv("DB_POOLER", "session")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert "DB_POOLER" in message(exc)

@@ -1,0 +1,101 @@
+"""Through PgBouncer in transaction mode (a real `pgbouncer` process): the web app's pools, a
+real worker's export (COPY, build slots, chunk writes) and the change feed's direct listener,
+with no session state on pooled connections (docs/architecture.md, "Connections")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import psycopg
+import pytest
+
+from api.app import create_app
+from desk.core.pg import Pg
+from desk.core.settings import Settings, load_settings
+from desk.people import users
+from tests.helpers import running_workers, wait_for
+from tests.pgbouncer import pgbouncer
+
+
+@pytest.fixture
+def pooled(settings: Settings) -> Iterator[Settings]:
+    with pgbouncer(settings.libpq_url) as url:
+        yield load_settings(
+            taskdesk_env="test",
+            database_url=url,
+            direct_database_url=settings.database_url,
+            db_pooler="transaction",
+            redis_url=settings.redis_url,
+            queue_prefix=settings.queue_prefix,
+            secret_key=settings.secret_key,
+        )
+
+
+async def test_a_session_option_is_refused_by_the_pooler_and_the_pooled_setup_sends_none(
+    pooled: Settings,
+):
+    unpooled = load_settings(**{**_fields(pooled), "db_pooler": "none"})
+    refused = Pg(unpooled, statement_timeout_ms=5000)
+    with pytest.raises(psycopg.OperationalError, match="unsupported startup parameter"):
+        await psycopg.AsyncConnection.connect(
+            unpooled.libpq_url, options="-c statement_timeout=5000"
+        )
+    await refused.close()
+    pg = Pg(pooled, statement_timeout_ms=5000, application_name="taskdesk-web")
+    await pg.open()
+    try:
+        # The same statement many times: a prepared one would be looked for on a server
+        # connection that never saw it.
+        for i in range(12):
+            row = await pg.one(
+                "SELECT %(n)s::int AS n, current_setting('application_name') AS a", {"n": i}
+            )
+            assert row == {"n": i, "a": "taskdesk-web"}
+    finally:
+        await pg.close()
+
+
+def _fields(s: Settings) -> dict[str, object]:
+    keep = ("taskdesk_env", "database_url", "direct_database_url", "redis_url", "queue_prefix")
+    return {k: getattr(s, k) for k in keep} | {"secret_key": s.secret_key}
+
+
+@pytest.fixture
+async def client(pooled: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(pooled)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c,
+    ):
+        c.rt = app.state.runtime
+        yield c
+
+
+async def test_an_export_runs_through_the_pooler_with_a_real_worker(
+    client, pooled: Settings, world, tmp_path
+):
+    rt = client.rt
+    assert await rt.feed.sync(), "the change feed's listener reaches PostgreSQL directly"
+    _, token = await users.create_token(rt, world.staff, "pooled")
+    me = {"Authorization": f"Bearer {token}"}
+    started = await client.post("/api/v1/exports", headers=me, json={"team_id": world.team})
+    assert started.status_code == 202, started.text
+    task_id = started.json()["task_id"]
+    overrides = {"db_pooler": "transaction", "direct_database_url": pooled.direct_database_url}
+    with running_workers(pooled, tmp_path, **overrides) as [worker]:
+
+        async def finished() -> dict | None:
+            got = (await client.get(f"/api/v1/tasks/{task_id}", headers=me)).json()
+            return got if got["status"] in ("succeeded", "failed") else None
+
+        done = await wait_for(finished, timeout=60, what=f"export {task_id} to finish")
+        assert done["status"] == "succeeded", (done, worker.log())
+    csv = await client.get(done["download_url"], headers=me)
+    assert csv.status_code == 200 and b"Cannot log in" in csv.content
+    claimed = await rt.pg.one(
+        "SELECT worker_id FROM task_event WHERE task_id = %(t)s AND event = 'claimed'",
+        {"t": task_id},
+    )
+    assert claimed is not None and claimed["worker_id"], "the event log names the worker"
+    assert str(worker.pid) in claimed["worker_id"]
