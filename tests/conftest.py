@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from desk.core.db import create_engine
+from desk.core.pg import Pg
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings, load_settings
 from taskdesk import migrate
@@ -194,9 +195,13 @@ def settings(db_url: str, servers: Servers) -> Settings:
 
 @pytest.fixture
 async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
-    eng = create_engine(settings)
+    """SQLAlchemy on a pool of its own, as a process's Runtime has (desk/core/db.py)."""
+    pg = Pg(settings)
+    await pg.open()
+    eng = create_engine(pg.lend)
     yield eng
     await eng.dispose()
+    await pg.close()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import psycopg
 from psycopg import errors as pgerr
 from sqlalchemy import exc as saexc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from desk.core.settings import Settings
@@ -57,27 +58,12 @@ def connect_args(
     return args
 
 
-def create_engine(
-    settings: Settings,
-    *,
-    pool_size: int | None = None,
-    pre_ping: bool = True,
-    statement_timeout_ms: int | None = None,
-    application_name: str = "taskdesk",
-) -> AsyncEngine:
-    """`pre_ping` costs a round trip per checkout; the worker turns it off because every one of
-    its transactions already runs again on a connection error (`retrying`, the ledger). The
-    rest is `connect_args`."""
-    return create_async_engine(
-        settings.sqlalchemy_url,
-        pool_size=pool_size or settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
-        pool_pre_ping=pre_ping,
-        pool_recycle=1800,
-        connect_args=connect_args(
-            settings, application_name=application_name, statement_timeout_ms=statement_timeout_ms
-        ),
-    )
+def create_engine(lend: Callable[[], Awaitable[Any]]) -> AsyncEngine:
+    """SQLAlchemy on the process's one pool (desk/core/pg.py): no pool of its own (`NullPool`),
+    each connection borrowed with `lend` and given back when SQLAlchemy closes it — the way
+    SQLAlchemy's psycopg dialect documents for a psycopg_pool pool. A broken connection is
+    dropped by the pool; the transaction runs again through `retrying`."""
+    return create_async_engine("postgresql+psycopg://", poolclass=NullPool, async_creator=lend)
 
 
 def session(engine: AsyncEngine) -> AsyncSession:

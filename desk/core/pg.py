@@ -1,13 +1,16 @@
-"""The one way hot paths reach PostgreSQL: autocommit psycopg connections, one statement per question.
+"""A process's one pool of PostgreSQL connections, and the hot paths' way to it: autocommit
+psycopg connections, one statement per question.
 
 Pages, GraphQL and the worker ask their frequent questions here ("what is task N for this
-person?", "claim this row", "finish it"): no SQLAlchemy pool, no pre-ping, no BEGIN/ROLLBACK
-around a single read, no ORM objects. SQLModel keeps the tables, the migrations and the
-admin-side writes (`Runtime.engine`).
+person?", "claim this row", "finish it"): no pre-ping, no BEGIN/ROLLBACK around a single read,
+no ORM objects. SQLModel keeps the tables, the migrations and the admin-side writes
+(`Runtime.engine`), on connections it borrows from this same pool (`lend`; desk/core/db.py): a
+process holds at most its pool's size, whatever it runs (docs/architecture.md, "Connections").
 
 A statement that must share a transaction with another uses `connection()` and psycopg's
-`conn.transaction()`. Connections come from a small pool per process (`DB_POOL_SIZE`), opened in
-the background so start-up never waits for the database.
+`conn.transaction()`. The pool's size is `DB_POOL_SIZE` in a web process and a worker's slots
+plus its services (jobs/worker.py); it opens in the background so start-up never waits for the
+database.
 
 Broken connections: after a database restart every idle connection is dead, but nothing pings
 them (that would cost a round trip per question). A read that fails on one makes the pool
@@ -56,6 +59,16 @@ class _Reach:
         reach = self
 
         class Connection(AsyncConnection[Any]):
+            _notice_handlers_added: set[Any]
+
+            def add_notice_handler(self, callback: Any) -> None:
+                # SQLAlchemy adds its handler each time it borrows the connection (`lend`): once
+                # is enough, or the list would grow with every borrowing.
+                added = self.__dict__.setdefault("_notice_handlers_added", set())
+                if callback not in added:
+                    added.add(callback)
+                    super().add_notice_handler(callback)
+
             @classmethod
             async def connect(cls, *args: Any, **kwargs: Any) -> Any:
                 try:
@@ -69,6 +82,20 @@ class _Reach:
         return Connection
 
 
+async def _answers(conn: AsyncConnection[Any]) -> bool:
+    try:
+        await conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+async def _autocommit_again(conn: AsyncConnection[Any]) -> None:
+    """A connection SQLAlchemy borrowed comes back out of autocommit: the hot paths expect it."""
+    if not conn.autocommit:
+        await conn.set_autocommit(True)
+
+
 class Pg:
     """A pool of autocommit connections; `open` before use, `close` after."""
 
@@ -80,6 +107,7 @@ class Pg:
         statement_timeout_ms: int | None = None,
         name: str = "taskdesk-pg",
         application_name: str = "taskdesk",
+        ping_lent: bool = True,
     ) -> None:
         kwargs: dict[str, Any] = {"autocommit": True}
         kwargs |= connect_args(
@@ -89,6 +117,7 @@ class Pg:
         self._connection_class = self._reach.connection_class()
         self._direct = asyncio.Semaphore(DIRECT)
         self._conninfo = settings.libpq_url
+        self._ping_lent = ping_lent
         self._pool = self._new_pool(max_size or settings.db_pool_size, kwargs, name)
 
     def _new_pool(
@@ -105,6 +134,8 @@ class Pg:
             reconnect_timeout=RECONNECT_SECONDS,
             open=False,
             name=name,
+            close_returns=True,  # a borrowed connection's close() gives it back (`lend`)
+            reset=_autocommit_again,
         )
 
     @property
@@ -133,6 +164,38 @@ class Pg:
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
+
+    @property
+    def size(self) -> int:
+        """The most connections this pool holds at once (the process's budget)."""
+        return self._pool.max_size
+
+    def in_use(self) -> int:
+        """Connections handed out now (to hot paths and to SQLAlchemy alike)."""
+        stats = self._pool.get_stats()
+        return int(stats.get("pool_size", 0)) - int(stats.get("pool_available", 0))
+
+    async def lend(self) -> AsyncConnection[Any]:
+        """A connection for SQLAlchemy (desk/core/db.py), out of autocommit so its statements
+        share the transaction SQLAlchemy begins; its `close()` gives it back to the pool (in
+        autocommit again). While the database is known away, a connection of its own, which
+        fails at once instead of waiting for the pool (and really closes).
+
+        With `ping_lent` (the web, the CLI) a borrowed connection is tried first, as SQLAlchemy's
+        pre-ping did: after a database restart the pool's idle connections are dead, and the
+        first transaction of each would fail. The worker does without: every transaction of its
+        runs again on a connection error (`retrying`, the ledger)."""
+        if self._reach.down:
+            kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
+            conn = await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
+        else:
+            conn = await self._pool.getconn(WAIT)
+            if self._ping_lent and not await _answers(conn):
+                await conn.close()  # broken: the pool drops it
+                await self._pool.check()  # and every idle one that died with it
+                conn = await self._pool.getconn(WAIT)
+        await conn.set_autocommit(False)
+        return conn
 
     async def close(self) -> None:
         await self._pool.close()

@@ -39,23 +39,20 @@ class Runtime:
         statement_timeout_ms: int | None = None,
         application_name: str = "taskdesk",
     ) -> Runtime:
-        """`application_name` names this process's connections (`pg_stat_activity`; a worker's
-        also tells the task event log who it is: desk/ledger/events.py)."""
-        engine = create_engine(
-            settings,
-            pool_size=pool_size,
-            pre_ping=pre_ping,
-            statement_timeout_ms=statement_timeout_ms,
-            application_name=application_name,
-        )
+        """One pool of `pool_size` connections (default `DB_POOL_SIZE`) serves both `pg` and
+        `engine`; `pre_ping` tries each connection SQLAlchemy borrows first (`Pg.lend`).
+        `application_name` names this process's connections (`pg_stat_activity`; a
+        worker's also tells the task event log who it is: desk/ledger/events.py)."""
         queue = await Queue.open(settings)
         pg = Pg(
             settings,
             max_size=pool_size,
             statement_timeout_ms=statement_timeout_ms,
             application_name=application_name,
+            ping_lent=pre_ping,
         )
         await pg.open()
+        engine = create_engine(pg.lend)
         return cls(settings=settings, engine=engine, queue=queue, pg=pg, clock=clock)
 
     @property

@@ -46,8 +46,9 @@ class Settings(BaseSettings):
     secret_key: str = DEV_SECRET
     data_dir: str = ".taskdesk"
 
-    db_pool_size: int = Field(default=5, ge=1, le=100)
-    db_max_overflow: int = Field(default=5, ge=0, le=100)
+    # A web process's one pool (desk/core/pg.py; a worker sizes its own by its slots). The
+    # README's "Connections" gives the deployment's budget; `taskdesk doctor` checks it.
+    db_pool_size: int = Field(default=10, ge=1, le=100)
 
     export_max_active_per_user: int = Field(default=3, ge=1, le=1000)
     export_max_per_hour: int = Field(default=20, ge=1, le=100_000)

@@ -105,13 +105,12 @@ async def test_a_heavy_request_leaves_the_pool_to_its_neighbours(make_api, rt, w
     async with make_api(
         graphql_max_cost=1_000_000,
         db_pool_size=3,
-        db_max_overflow=0,
         graphql_request_connections=2,
     ) as api:
         heavy = asyncio.create_task(api.post(ALIASED, {"t": world.team}, user=world.staff))
 
         async def heavy_holds_connections() -> bool:
-            return heavy.done() or api.rt.engine.pool.checkedout() > 0
+            return heavy.done() or api.rt.pg.in_use() > 0
 
         # The neighbour asks only once the heavy request is at work on the database.
         await wait_for(heavy_holds_connections, timeout=60, what="the heavy request's first read")
