@@ -29,7 +29,7 @@ from arq.connections import RedisSettings
 from arq.worker import Retry, Worker, func
 from redis.exceptions import RedisError
 
-from desk.core import logs, metrics, tracing
+from desk.core import budget, logs, metrics, tracing
 from desk.core.db import is_transient
 from desk.core.models import TaskKind
 from desk.core.queue import PROCESS_FUNCTION, dumps, job_id, loads
@@ -275,9 +275,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # An export holds up to three connections (COPY, chunk writer, progress); most tasks one.
-    # A short task holds one connection; an export up to three (COPY, chunk writer, progress).
-    pool = settings.worker_max_jobs + settings.worker_long_slots * 3 + 4
+    pool = budget.worker_pool_size(settings)  # the slots' connections and the services'
     # The host name is cut so the id fits the connections' application_name, through which the
     # task event log names who claimed what (desk/ledger/events.py).
     reg = heartbeat.Registration(

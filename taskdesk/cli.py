@@ -17,6 +17,7 @@ from desk.core.errors import DeskError
 from desk.core.settings import ConfigError
 from taskdesk import dev
 from taskdesk.commands import (
+    doctor,
     import_tickets,
     lanes,
     migrate,
@@ -32,7 +33,8 @@ from taskdesk.embedded import EmbeddedError
 
 # The subcommands, in the order `taskdesk --help` lists them.
 COMMANDS: list[ModuleType] = [
-    dev, serve, worker, migrate, seed, tasks, lanes, import_tickets, tokens, password, operators
+    dev, serve, worker, migrate, doctor, seed, tasks, lanes, import_tickets, tokens, password,
+    operators,
 ]  # fmt: skip
 
 EPILOG = """\

@@ -66,6 +66,18 @@ def create_engine(lend: Callable[[], Awaitable[Any]]) -> AsyncEngine:
     return create_async_engine("postgresql+psycopg://", poolclass=NullPool, async_creator=lend)
 
 
+async def end_backend(conn: AsyncConnection) -> None:
+    """End `conn`'s server session, whatever state its transaction is in, so that whatever the
+    session held (advisory locks outlive a rollback) is freed; the pool then drops the
+    connection. SQLAlchemy's `invalidate()` alone would only hand it back to the pool
+    (`create_engine`), session and locks intact."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    if driver is not None and not driver.closed:
+        driver.pgconn.finish()
+    await conn.invalidate()
+
+
 def session(engine: AsyncEngine) -> AsyncSession:
     return AsyncSession(engine, expire_on_commit=False)
 

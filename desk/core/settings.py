@@ -219,6 +219,11 @@ class Settings(BaseSettings):
         return _libpq(self.feed_database_url or self.direct_database_url or self.database_url)
 
     @cached_property
+    def direct_url(self) -> str:
+        """PostgreSQL itself (never a pooler), in the form psycopg wants."""
+        return _libpq(self.direct_database_url or self.database_url)
+
+    @cached_property
     def direct_sqlalchemy_url(self) -> str:
         """PostgreSQL itself (migrations), in the form SQLAlchemy wants."""
         return _sqlalchemy(self.direct_database_url or self.database_url)

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import locks
+from desk.core.db import end_backend
 from desk.core.messages import Message, message
 from desk.core.models import BackgroundTask
 from desk.helpdesk.filters import filter_sql, parse_filter
@@ -189,9 +190,9 @@ async def build_slot(conn: AsyncConnection, slots: int, *, wait: bool) -> AsyncI
         await conn.execute(_FREE_SLOT, {"s": got})
     except BaseException:
         # Whatever failed (the build, a cancel while waiting), the transaction may be aborted, so
-        # no unlock can run in it, and a session lock outlives a rollback: closing the
-        # connection ends its backend, which frees any slot or queue place it holds.
-        await conn.invalidate()
+        # no unlock can run in it, and a session lock outlives a rollback: ending the
+        # connection's backend frees any slot or queue place it holds.
+        await end_backend(conn)
         raise
 
 
