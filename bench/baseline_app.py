@@ -4,7 +4,7 @@
 
 `GET /task/{id}` returns the row's status fields as JSON — no session, no membership check, no
 GraphQL, no templates: what "reading the same row" costs with nothing of ours around it. The pool
-has as many connections as the web app's engine (DB_POOL_SIZE + DB_MAX_OVERFLOW).
+has as many connections as the web app's one pool (DB_POOL_SIZE).
 
 `POST /graphql` is the trigger's floor (bench/b_http.py `trigger`): the same wrk script's
 `createExport` body, answered with the minimum the contract asks of an export accept and nothing
@@ -103,7 +103,7 @@ def add_trigger_floor(app: FastAPI, settings: Settings) -> None:
 
 def create_app() -> FastAPI:
     settings = load_settings()
-    size = settings.db_pool_size + settings.db_max_overflow
+    size = settings.db_pool_size
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
