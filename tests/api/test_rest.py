@@ -64,6 +64,21 @@ async def test_an_export_is_started_followed_and_downloaded(client, world):
     assert csv.status_code == 200 and b"Cannot log in" in csv.content
 
 
+async def test_every_member_may_export_and_an_outsider_may_not(client, world):
+    for member in (world.admin, world.staff, world.customer):
+        got = await client.post(
+            "/api/v1/exports",
+            headers=await _bearer(client, member),
+            json={"team_id": world.team, "priority": ["URGENT", "HIGH"]},
+        )
+        assert got.status_code == 202, (member, got.text)
+    outsider = await _bearer(client, world.outsider)
+    refused = await client.post("/api/v1/exports", headers=outsider, json={"team_id": world.team})
+    missing = await client.post("/api/v1/exports", headers=outsider, json={"team_id": 999999})
+    assert refused.status_code == missing.status_code == 404
+    assert refused.content == missing.content
+
+
 async def test_a_task_you_may_not_see_answers_like_a_missing_one(client, world):
     rt = client.rt
     export = await tasks.create_export(rt, world.customer, world.team, {})
@@ -148,13 +163,14 @@ async def test_an_import_starts_from_one_multipart_request(client, world):
     done = (await client.get(f"/api/v1/tasks/{task_id}", headers=admin)).json()
     assert done["status"] == "succeeded" and done["kind"] == "IMPORT"
 
-    staff = await client.post(
-        "/api/v1/imports",
-        headers=await _bearer(client, world.staff),
-        data=form,
-        files={"file": ("t.csv", CSV)},
-    )
-    assert staff.status_code == 403 and staff.json()["error"]["code"] == "FORBIDDEN"
+    for refused in (world.staff, world.customer):
+        got = await client.post(
+            "/api/v1/imports",
+            headers=await _bearer(client, refused),
+            data=form,
+            files={"file": ("t.csv", CSV)},
+        )
+        assert got.status_code == 403 and got.json()["error"]["code"] == "FORBIDDEN"
     outsider = await client.post(
         "/api/v1/imports",
         headers=await _bearer(client, world.outsider),
