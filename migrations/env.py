@@ -35,7 +35,10 @@ def do_run_migrations(connection: Connection) -> None:
 
 
 async def run_async_migrations() -> None:
-    engine = create_async_engine(_url(), poolclass=pool.NullPool)
+    # Named like every taskdesk connection (docs/architecture.md, "Connections").
+    engine = create_async_engine(
+        _url(), poolclass=pool.NullPool, connect_args={"application_name": "taskdesk-migrate"}
+    )
     async with engine.connect() as connection:
         await connection.run_sync(do_run_migrations)
     await engine.dispose()
