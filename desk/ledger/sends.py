@@ -78,9 +78,21 @@ SENT_WAITING = (
     "WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id > %(after)s "
     " AND id <> ALL(CAST(%(keep)s AS bigint[])) ORDER BY id LIMIT %(lim)s"
 )
+HOLD = (
+    "SELECT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused) AS lane_paused, "
+    f" (%(long)s AND %(team)s IN ({FULL_TEAMS})) AS team_full"
+)
 SENDS_OF = (
     "SELECT id, status, run, sends FROM background_task WHERE id = ANY(CAST(%(ids)s AS bigint[]))"
 )
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What keeps a WAITING task from being sent (`_sendable`, read for one task)."""
+
+    lane_paused: bool = False
+    team_full: bool = False  # a long task whose team runs `team_max` long tasks already
 
 
 def _dues(rows: list[dict[str, Any]]) -> list[Due]:
@@ -125,6 +137,14 @@ async def reserve_send(
     )
     dues = _dues(found)
     return dues[0] if dues else None
+
+
+async def hold(conn: AsyncConnection, kind: str, team_id: int, *, team_max: int) -> Hold:
+    """Why a task of `kind` in `team_id` would not be sent now, as the sweep decides it."""
+    lane = lane_of(kind)
+    params = {"lane": lane, "long": lane == LONG, "team": team_id, "team_max": team_max}
+    found = await sql.one(conn, HOLD, params)
+    return Hold(**found) if found else Hold()
 
 
 async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
