@@ -1,6 +1,6 @@
 """Plain HTTP routes: /health, /metrics, the export download, and import uploads and reports.
 
-/health detail and /metrics are for operators only (api.operator_access): anyone else gets a
+/health detail and /metrics are for operators only (web.operator_access): anyone else gets a
 plain `ok` (or `unavailable`, 503) from /health and "not found" from /metrics.
 """
 
@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.datastructures import UploadFile as StarletteUploadFile
 
-from api.operator_access import OpsAccess, OpsViewer
 from desk.console import health, scrape
 from desk.core.errors import ValidationProblem
 from desk.imports import service as imports
@@ -19,6 +18,7 @@ from desk.work import tasks
 from web.auth import CurrentCaller, RuntimeDep
 from web.csrf import require_csrf
 from web.limits import BodyTooLarge
+from web.operator_access import OpsAccess, OpsViewer
 
 router = APIRouter()
 

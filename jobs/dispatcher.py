@@ -3,8 +3,11 @@
 Rows are claimed with `FOR UPDATE SKIP LOCKED`, so any number of dispatchers can sweep at once
 and each due row is sent by one of them. A sweep reserves a new send number per row in the
 ledger, then hands all its messages to Redis in one round trip; sends Redis refused are handed
-back. The same round trip checks Redis's epoch key: when it is gone, Redis lost its data, and
-every sent-but-unclaimed task (deferred ones included) is sent again at once.
+back. Beside the first claim runs the check of Redis's epoch key: when it is gone, Redis lost its
+data, and every sent-but-unclaimed task (deferred ones included) whose job Redis no longer holds
+is sent again at once. Only the dispatcher writes the key, so a Redis no dispatcher has used yet
+(a new one, the web's sends already in it) has none either: its sends stay as they are, and with
+nothing to resend the pass says so at INFO, not as a loss.
 """
 
 from __future__ import annotations
@@ -36,11 +39,33 @@ async def _claim(rt: Runtime, now: datetime) -> list[ledger_sends.Due]:
         )
 
 
+def _sends(due: list[ledger_sends.Due]) -> list[Send]:
+    return [Send(d.task_id, d.run, d.send, d.lane, d.run_at) for d in due]
+
+
+async def _forget_lost(rt: Runtime, keep: list[int]) -> int:
+    """No epoch key: hand back (`unsend`) each send whose job Redis no longer holds, so this
+    pass sends it again; returns how many. `keep`: reserved by this pass, not yet sent."""
+    forgotten, after = 0, 0
+    while True:
+        async with rt.engine.connect() as conn:
+            sent = await ledger_sends.sent_waiting(conn, keep=keep, after=after, limit=BATCH)
+        if not sent:
+            return forgotten
+        held = await rt.queue.held(_sends(sent)) or [False] * len(sent)  # unknown: resend
+        lost = [d for d, ok in zip(sent, held, strict=True) if not ok]
+        if lost:
+            async with rt.engine.begin() as conn:
+                await ledger_sends.unsend(conn, lost)
+        forgotten += len(lost)
+        after = sent[-1].task_id
+
+
 async def _send(rt: Runtime, due: list[ledger_sends.Due]) -> tuple[int, bool]:
     """Hand a batch to Redis in one round trip: (how many Redis took, Redis reachable)."""
     if not due:
         return 0, True
-    sent = await rt.queue.send_many([Send(d.task_id, d.run, d.send, d.lane, d.run_at) for d in due])
+    sent = await rt.queue.send_many(_sends(due))
     failed = [d for d, ok in zip(due, sent.accepted, strict=True) if not ok]
     if failed:
         async with rt.engine.begin() as conn:
@@ -55,22 +80,21 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
     epoch = asyncio.create_task(rt.queue.mark_epoch())
     try:
         due = await _claim(rt, now)
+        lost = await _forget_lost(rt, keep=[d.task_id for d in due]) if await epoch else None
     except BaseException:
         if await epoch:
             await rt.queue.clear_epoch()  # noticed, but not acted on: the next pass must see it
         raise
-    lost = bool(await epoch)
     if lost:
-        # Sent messages may be gone: resend all (each resend removes its predecessor).
-        async with rt.engine.begin() as conn:
-            forgotten = await ledger_sends.forget_sends(conn, keep=[d.task_id for d in due])
-        log.warning("Redis lost its data (no epoch key): resending %d waiting task(s)", forgotten)
+        log.warning("Redis lost its data (no epoch key): resending %d waiting task(s)", lost)
+    elif lost == 0:
+        log.info("Redis has no epoch key (new or emptied); no waiting task to resend")
     total = 0
     for batch in range(MAX_BATCHES):
-        # Only a full batch (or the sends just forgotten) can leave more due: the next claim
+        # Only a full batch (or the sends just handed back) can leave more due: the next claim
         # then overlaps this batch's Redis round trip, and a pass with fewer due rows makes no
         # second, empty claim.
-        again = len(due) == BATCH or (lost and batch == 0)
+        again = len(due) == BATCH or (bool(lost) and batch == 0)
         more = asyncio.create_task(_claim(rt, now)) if again and batch < MAX_BATCHES - 1 else None
         try:
             taken, reachable = await _send(rt, due)

@@ -1,5 +1,6 @@
 """Heartbeat: this worker's registration in Redis (20 s expiry), renewed on every dispatcher pass
-(whether or not the database answered), removed at once on SIGTERM.
+(whether or not the database answered), removed on SIGTERM once the worker's loops have stopped
+(jobs/worker.py); a stopping worker writes it no more.
 
 The registration (JSON) keeps its original fields — id, host, pid, started_at, last_sweep,
 running — and adds: version, last_beat, lanes (per lane: slots, used), and tasks (ids of the
@@ -35,6 +36,7 @@ class Registration:
     started_at: datetime = field(default_factory=utcnow)
     last_sweep: datetime | None = None
     running: int = 0
+    stopping: bool = False  # set on SIGTERM: no beat may follow the removal
     # Filled in by the worker: lane -> (slots, ids of the tasks running in it).
     lanes: Callable[[], dict[str, tuple[int, list[int]]]] = field(default=lambda: {})
 
@@ -60,6 +62,8 @@ class Registration:
 
 
 async def run_once(rt: Runtime, reg: Registration) -> None:
+    if reg.stopping:
+        return
     key = worker_key(rt.settings.queue_prefix, reg.worker_id)
     await rt.redis.set(key, reg.payload(), ex=rt.settings.heartbeat_ttl_seconds)
 

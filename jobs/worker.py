@@ -8,8 +8,9 @@ ledger row: the work then runs in a task of its own under the ledger's lease, so
 timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
 arq starts only as many claims as the lane has free slots (its `max_jobs` follows them).
 
-Shutdown: the registration disappears at once, no new job is picked, running tasks get
-WORKER_GRACE_SECONDS to finish, and any still running then is handed back to the ledger.
+Shutdown: the loops (dispatcher with the heartbeat, rescuer, janitor, pruner) stop, then the
+registration disappears, no new job is picked, running tasks get WORKER_GRACE_SECONDS to finish,
+and any still running then is handed back to the ledger.
 """
 
 from __future__ import annotations
@@ -311,12 +312,7 @@ async def _shutdown(
     arq_tasks: list[asyncio.Task[None]],
 ) -> None:
     log.info("worker %s stopping", reg.worker_id)
-    try:
-        await heartbeat.unregister(rt, reg)
-    except (RedisError, OSError) as exc:
-        log.warning("could not remove the registration (it expires by itself): %s", exc)
-    for t in services:
-        t.cancel()
+    await _stop_services(rt, reg, services)
     for lane in lanes_here:
         lane.stopping = True
         lane._update()
@@ -340,6 +336,25 @@ async def _shutdown(
     await asyncio.wait([*arq_tasks, *services], timeout=CLOSE_SECONDS)
     await _bounded(rt.close(), "closing the database and Redis pools")
     log.info("worker %s stopped", reg.worker_id)
+
+
+async def _stop_services(
+    rt: Runtime, reg: heartbeat.Registration, services: list[asyncio.Task[None]]
+) -> None:
+    """Stop the loops, then remove the registration. The other order let a dispatcher pass
+    under way renew it afterwards (its heartbeat runs in a `finally`, cancelled or not), and
+    health counted a stopping worker as live."""
+    reg.stopping = True  # a pass still winding down skips its heartbeat
+    for t in services:
+        t.cancel()
+    if services:
+        _, stuck = await asyncio.wait(services, timeout=CLOSE_SECONDS)
+        if stuck:
+            log.warning("%d loop(s) did not stop within %.0f s", len(stuck), CLOSE_SECONDS)
+    try:
+        await heartbeat.unregister(rt, reg)
+    except (RedisError, OSError) as exc:
+        log.warning("could not remove the registration (it expires by itself): %s", exc)
 
 
 async def _bounded(step: Awaitable[object], what: str) -> None:

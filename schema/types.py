@@ -154,6 +154,10 @@ class Task:
     last_error: str | None
     note: str
     run_at: datetime
+    dispatched_at: datetime | None = strawberry.field(
+        description="When the task was last handed to the queue; null until it is (or while "
+        "it waits to be sent again): a paused lane, its team's long cap, a send handed back."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -190,6 +194,7 @@ class Task:
             last_error=t.last_error,
             note=t.note,
             run_at=t.run_at,
+            dispatched_at=t.dispatched_at,
             created_at=t.created_at,
             started_at=t.started_at,
             finished_at=t.finished_at,

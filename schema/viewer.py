@@ -14,17 +14,30 @@ from desk.reads import lookups
 from schema.context import ctx_of
 from schema.errors import fail
 from schema.types import Me, Membership, Team
+from web.operator_access import ops_allowed
+
+DETAIL = " Operators only (as /health's detail); null for anyone else."
 
 
-@strawberry.type(description="Green means recent activity, not that a given CSV is right.")
+@strawberry.type(
+    description="Green means recent activity, not that a given CSV is right. `ok` is for "
+    "everyone; the rest is the operators' detail, as /health shows it (OPS_TOKEN, "
+    "OPS_ALLOWED_ADDRESSES), null for anyone else."
+)
 class Health:
     ok: bool
-    redis_ok: bool
-    workers: int = strawberry.field(description="Live worker processes.")
-    last_sweep: datetime | None = strawberry.field(description="The dispatcher's last pass.")
-    queue_depth: int | None
+    redis_ok: bool | None = strawberry.field(default=None, description="Redis answers." + DETAIL)
+    workers: int | None = strawberry.field(
+        default=None, description="Live worker processes." + DETAIL
+    )
+    last_sweep: datetime | None = strawberry.field(
+        default=None, description="The dispatcher's last pass." + DETAIL
+    )
+    queue_depth: int | None = strawberry.field(
+        default=None, description="Messages in the queue." + DETAIL
+    )
     oldest_overdue_seconds: float | None = strawberry.field(
-        description="Age of the oldest WAITING task that is past due."
+        default=None, description="Age of the oldest WAITING task that is past due." + DETAIL
     )
 
 
@@ -67,6 +80,9 @@ class ViewerQuery:
         _ = ctx.user_id  # signed-in callers only; /health is the public probe
         async with ctx.slot():
             report = await health.check(ctx.rt)
+        # The rule of /health (web/operator_access.py), whatever the caller's roles in teams.
+        if ctx.request is None or not ops_allowed(ctx.rt.settings, ctx.request):
+            return Health(ok=report.ok)
         return Health(
             ok=report.ok,
             redis_ok=report.redis_ok,

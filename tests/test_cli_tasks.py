@@ -3,14 +3,16 @@
 import subprocess
 import sys
 
+from desk.ledger import lanes
 from desk.work import tasks
+from jobs import heartbeat
 from tests.helpers import ROOT, settings_env
 
 
-def _taskdesk(settings, *args: str) -> subprocess.CompletedProcess[str]:
+def _taskdesk(settings, *args: str, **env: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "taskdesk", *args],
-        cwd=ROOT, env=settings_env(settings), capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=settings_env(settings, **env), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
 
@@ -52,6 +54,24 @@ async def test_export_list_show_cancel(rt, world, settings):
     cancelled = _taskdesk(settings, "tasks", "cancel", str(task_id))
     assert f"task {task_id}: CANCELLED" in cancelled.stdout
     assert (await tasks.get_task(rt, world.staff, task_id)).status == "CANCELLED"
+
+
+async def test_show_says_a_task_waits_for_its_paused_lane(rt, world, settings):
+    live = heartbeat.Registration("live-worker")
+    await heartbeat.run_once(rt, live)  # a worker is alive
+    # ... and counts as alive for as long as the command takes to start (4 sweeps' time)
+    slow = {"dispatch_interval": 60}
+    await lanes.pause(rt, "long", None)
+    task = await tasks.create_export(rt, world.staff, world.team, {})
+    shown = _taskdesk(settings, "tasks", "show", str(task.id), **slow)
+    assert shown.returncode == 0, shown.stderr
+    assert "dispatched_at: None" in shown.stdout and "workers alive: 1" in shown.stdout
+    assert "diagnosis: Waiting: its lane (long) is paused by an operator" in shown.stdout
+    assert "handed to the queue" not in shown.stdout
+    await lanes.resume(rt, "long")  # resumed, but no dispatcher has sent it yet
+    await heartbeat.run_once(rt, live)
+    shown = _taskdesk(settings, "tasks", "show", str(task.id), **slow)
+    assert "diagnosis: Waiting: not handed to the queue yet" in shown.stdout
 
 
 async def test_remind_and_clear_errors(rt, world, settings):

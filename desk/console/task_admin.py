@@ -13,6 +13,8 @@ from desk.core.errors import NotFound, ValidationProblem
 from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import accept as ledger
+from desk.ledger import sends
+from desk.ledger.lanes import lane_of
 from desk.work.tasks import kick
 
 
@@ -80,20 +82,28 @@ async def get(rt: Runtime, task_id: int) -> BackgroundTask:
     return task
 
 
-def diagnose(task: BackgroundTask, health: Health, now: datetime, redelivery: float) -> str:
+async def diagnosis(rt: Runtime, task: BackgroundTask, health: Health) -> str:
+    """`diagnose`, with what the ledger says holds a waiting task back: the CLI's `tasks show`
+    and the console's task page say the same."""
+    hold = None
+    if task.status == TaskStatus.WAITING:
+        async with rt.engine.connect() as conn:
+            hold = await sends.hold(
+                conn, task.kind, task.team_id, team_max=rt.settings.long_team_max_running
+            )
+    return diagnose(task, health, rt.clock(), rt.settings.redelivery_seconds, hold)
+
+
+def diagnose(
+    task: BackgroundTask,
+    health: Health,
+    now: datetime,
+    redelivery: float,
+    hold: sends.Hold | None = None,
+) -> str:
     """One sentence for "it has a task id but it keeps waiting"."""
     if task.status == TaskStatus.WAITING:
-        if task.run_at > now:
-            return f"Scheduled: due in {(task.run_at - now).total_seconds():.0f} s."
-        if not health.redis_ok:
-            return "Waiting: Redis is unreachable; the dispatcher resends it once Redis is back."
-        if not health.workers:
-            return "Waiting: no worker is alive. Start one with `taskdesk worker`; nothing is lost."
-        if task.dispatched_at and now - task.dispatched_at > timedelta(seconds=redelivery * 2):
-            return (
-                "Waiting: sent but not started; workers may be busy (see queue depth) or failing."
-            )
-        return "Waiting: handed to the queue; a worker should start it within moments."
+        return _waiting(task, health, now, redelivery, hold or sends.Hold())
     if task.status == TaskStatus.RUNNING:
         if task.lease_until and task.lease_until < now:
             return (
@@ -101,6 +111,33 @@ def diagnose(task: BackgroundTask, health: Health, now: datetime, redelivery: fl
             )
         return "Running: its worker renewed the lease recently."
     return f"Finished ({task.status.lower()})."
+
+
+def _waiting(
+    task: BackgroundTask, health: Health, now: datetime, redelivery: float, hold: sends.Hold
+) -> str:
+    if hold.lane_paused:  # first: nothing below sends it while the pause lasts
+        lane = lane_of(task.kind)
+        return (
+            f"Waiting: its lane ({lane}) is paused by an operator; "
+            "it is sent when the lane is resumed."
+        )
+    if task.run_at > now:
+        return f"Scheduled: due in {(task.run_at - now).total_seconds():.0f} s."
+    if not health.redis_ok:
+        return "Waiting: Redis is unreachable; the dispatcher resends it once Redis is back."
+    if not health.workers:
+        return "Waiting: no worker is alive. Start one with `taskdesk worker`; nothing is lost."
+    if task.dispatched_at is None and hold.team_full:
+        return (
+            "Waiting: its team already runs as many long tasks as one team may "
+            "(LONG_TEAM_MAX_RUNNING); it is sent when one of them ends."
+        )
+    if task.dispatched_at is None:
+        return "Waiting: not handed to the queue yet; the dispatcher sends it on its next pass."
+    if now - task.dispatched_at > timedelta(seconds=redelivery * 2):
+        return "Waiting: sent but not started; workers may be busy (see queue depth) or failing."
+    return "Waiting: handed to the queue; a worker should start it within moments."
 
 
 async def cancel(rt: Runtime, task_id: int) -> BackgroundTask:

@@ -19,7 +19,8 @@ would let it go.
 
 The epoch key is written by the dispatcher only (`SET NX` on every pass, beside the pass's SQL):
 when a pass finds it missing, Redis lost its data (flush, restart without persistence, failover)
-and every sent-but-unclaimed task must be sent again at once.
+or no dispatcher has used it yet, and every sent-but-unclaimed task whose job it no longer holds
+(`held`) must be sent again at once.
 """
 
 from __future__ import annotations
@@ -297,6 +298,20 @@ class Queue:
             return bool(await self.redis.set(epoch_key(self.prefix), self._token, nx=True))
         except REDIS_ERRORS:
             return None
+
+    async def held(self, sends: list[Send]) -> list[bool] | None:
+        """Whether Redis still holds each send's job (its queue entry and job key); None when
+        Redis cannot be asked. One round trip."""
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for s in sends:
+                    jid = job_id(self.prefix, s.task_id, s.run, s.send)
+                    pipe.zscore(self.lane_queue(s.lane), jid)
+                    pipe.exists(job_key_prefix + jid)
+                found = await pipe.execute()
+        except REDIS_ERRORS:
+            return None
+        return [s is not None and bool(j) for s, j in zip(found[::2], found[1::2], strict=True)]
 
     async def clear_epoch(self) -> None:
         with contextlib.suppress(*REDIS_ERRORS):

@@ -43,6 +43,10 @@ class TaskRow:
     expires_at: datetime | None
     cancel_requested: bool
     lease_until: datetime | None
+    # The latest hand-off to Redis (None: not sent, or handed back). A send moves only this, and
+    # announces nothing (docs/architecture.md, "Change feed"), so a row remembered at its
+    # version (desk/reads/recall.py) may hold an older value; the pages do not show it.
+    dispatched_at: datetime | None
     filters: dict[str, Any]
     stats: dict[str, Any]
     team_id: int

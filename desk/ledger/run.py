@@ -39,7 +39,6 @@ class Row(TaskRow):
     run: int
     scope_creator_id: int | None
     execution_id: str | None
-    dispatched_at: datetime | None
     sends: int
 
 

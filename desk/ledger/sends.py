@@ -1,5 +1,6 @@
 """The ledger's send SQL: which due tasks the dispatcher hands to Redis, and the bookkeeping of
-those sends (reserve, hand back, forget after a Redis data loss, compare with the queue).
+those sends (reserve, hand back, list what Redis should hold after it lost its data, compare
+with the queue).
 
 A send is reserved in the ledger (`sends + 1`, `dispatched_at`) before the message goes to
 Redis, so a dispatcher that dies between the two only delays the task by the redelivery window.
@@ -72,14 +73,26 @@ UNSEND = (
     " unnest(CAST(%(ids)s AS bigint[]), CAST(%(sends)s AS int[])) AS u(id, send) "
     "WHERE b.id = u.id AND b.sends = u.send AND b.status = 'WAITING'"
 )
-FORGET_SENDS = (
-    "WITH forgotten AS (UPDATE background_task SET dispatched_at = NULL "
-    " WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id <> ALL(CAST(%(keep)s AS bigint[])) RETURNING 1) "
-    "SELECT count(*) AS n FROM forgotten"
+SENT_WAITING = (
+    "SELECT id, run, run_at, sends, kind FROM background_task "
+    "WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id > %(after)s "
+    " AND id <> ALL(CAST(%(keep)s AS bigint[])) ORDER BY id LIMIT %(lim)s"
+)
+HOLD = (
+    "SELECT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused) AS lane_paused, "
+    f" (%(long)s AND %(team)s IN ({FULL_TEAMS})) AS team_full"
 )
 SENDS_OF = (
     "SELECT id, status, run, sends FROM background_task WHERE id = ANY(CAST(%(ids)s AS bigint[]))"
 )
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What keeps a WAITING task from being sent (`_sendable`, read for one task)."""
+
+    lane_paused: bool = False
+    team_full: bool = False  # a long task whose team runs `team_max` long tasks already
 
 
 def _dues(rows: list[dict[str, Any]]) -> list[Due]:
@@ -126,6 +139,14 @@ async def reserve_send(
     return dues[0] if dues else None
 
 
+async def hold(conn: AsyncConnection, kind: str, team_id: int, *, team_max: int) -> Hold:
+    """Why a task of `kind` in `team_id` would not be sent now, as the sweep decides it."""
+    lane = lane_of(kind)
+    params = {"lane": lane, "long": lane == LONG, "team": team_id, "team_max": team_max}
+    found = await sql.one(conn, HOLD, params)
+    return Hold(**found) if found else Hold()
+
+
 async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
     """Sends Redis did not take: let the next sweep try again at once (unless a later send or
     a state change happened meanwhile)."""
@@ -134,11 +155,13 @@ async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
     )
 
 
-async def forget_sends(conn: AsyncConnection, keep: list[int]) -> int:
-    """Redis lost its data: every WAITING task (but `keep`, just sent into the new Redis) counts
-    as never sent, so the sweep resends them all."""
-    found = await sql.one(conn, FORGET_SENDS, {"keep": keep})
-    return int(found["n"]) if found else 0
+async def sent_waiting(
+    conn: AsyncConnection, *, keep: list[int], after: int, limit: int
+) -> list[Due]:
+    """The latest sends of WAITING tasks (but `keep`'s), by id from `after` on: what Redis
+    should hold when it may have lost its data. `unsend` hands back the ones it lost."""
+    found = await sql.rows(conn, SENT_WAITING, {"keep": keep, "after": after, "lim": limit})
+    return _dues(found)
 
 
 async def sends_of(conn: AsyncConnection, task_ids: list[int]) -> dict[int, tuple[str, int, int]]:

@@ -109,9 +109,7 @@ async def _show(rt: Any, args: argparse.Namespace) -> None:
     print(f"{'lane':>18}: {lane}")
     print(f"{'in redis':>18}: {await rt.queue.describe(task.id, task.run, task.sends, lane)}")
     report = await health.check(rt)
-    print(
-        f"{'diagnosis':>18}: {task_admin.diagnose(task, report, rt.clock(), rt.settings.redelivery_seconds)}"
-    )
+    print(f"{'diagnosis':>18}: {await task_admin.diagnosis(rt, task, report)}")
     print(f"{'workers alive':>18}: {len(report.workers)}; queue depth {report.queue_depth}")
 
 

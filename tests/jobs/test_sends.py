@@ -1,7 +1,9 @@
 """A send is real (issue 10): every hand-off has a job id never used before, a send Redis refuses
 is not recorded as sent, a resend reaches a worker whatever an earlier send left in Redis, a
-sweep is one Redis round trip, and a Redis that lost its data is noticed at the next sweep."""
+sweep is one Redis round trip, and a Redis that lost its data is noticed at the next sweep, which
+sends again what it lost and nothing else (a new Redis, a deploy)."""
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -9,6 +11,7 @@ import sqlalchemy as sa
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 from desk.core.queue import epoch_key, job_id
+from desk.core.runtime import Runtime
 from desk.work import tasks
 from jobs import dispatcher
 
@@ -104,6 +107,58 @@ async def test_a_flush_is_noticed_at_the_next_sweep_deferred_tasks_included(rt, 
     expected = [job_id(rt.settings.queue_prefix, r.id, r.run, r.sends) for r in rows]
     assert sorted(await _queued(rt)) == sorted(expected)
     assert await rt.redis.exists(epoch_key(rt.settings.queue_prefix))
+
+
+async def test_only_the_sends_redis_lost_are_sent_again(rt, world):
+    await dispatcher.run_once(rt)
+    kept = await tasks.submit_noop(rt, world.staff, world.team)
+    gone = await tasks.submit_noop(rt, world.staff, world.team)
+    prefix = rt.settings.queue_prefix
+    # A failover to a replica that missed the latest writes: one message and the epoch lost.
+    await rt.queue.purge([job_id(prefix, gone.id, 1, 1)])
+    await rt.redis.delete(epoch_key(prefix))
+    assert await dispatcher.run_once(rt) == 1, "the lost send alone goes again"
+    assert [(await _row(rt, t.id)).sends for t in (kept, gone)] == [1, 2]
+    assert sorted(await _queued(rt)) == sorted(
+        [job_id(prefix, kept.id, 1, 1), job_id(prefix, gone.id, 1, 2)]
+    )
+
+
+async def test_a_new_redis_holding_the_webs_sends_resends_nothing(rt, world, clock, caplog):
+    """Only the dispatcher writes the epoch, so a Redis it has not used yet has none, while the
+    web's sends (and a deferred one) are in it: they are not lost, and nothing is a warning."""
+    made = [await tasks.submit_noop(rt, world.staff, world.team) for _ in range(3)]
+    later = clock() + timedelta(minutes=10)
+    made.append(await tasks.submit_noop(rt, world.staff, world.team, run_at=later))
+    before = sorted(await _queued(rt))
+    with caplog.at_level(logging.INFO, logger="jobs.dispatcher"):
+        assert await dispatcher.run_once(rt) == 0
+    assert sorted(await _queued(rt)) == before
+    assert [(await _row(rt, t.id)).sends for t in made] == [1, 1, 1, 1]
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert await rt.redis.exists(epoch_key(rt.settings.queue_prefix))
+
+
+async def test_a_fresh_redis_with_nothing_to_resend_is_not_a_warning(rt, caplog):
+    with caplog.at_level(logging.INFO, logger="jobs.dispatcher"):
+        assert await dispatcher.run_once(rt) == 0
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (logging.INFO, "Redis has no epoch key (new or emptied); no waiting task to resend")
+    ]
+
+
+async def test_a_deploy_resends_no_waiting_task(rt, world, settings, clock):
+    await dispatcher.run_once(rt)  # the running version's dispatcher wrote the epoch
+    made = [await tasks.submit_noop(rt, world.staff, world.team) for _ in range(3)]
+    later = clock() + timedelta(minutes=10)
+    made.append(await tasks.submit_noop(rt, world.staff, world.team, run_at=later))
+    deployed = await Runtime.open(settings, clock=clock)  # the new version's worker
+    try:
+        assert await dispatcher.run_once(deployed) == 0
+    finally:
+        await deployed.close()
+    assert [(await _row(rt, t.id)).sends for t in made] == [1, 1, 1, 1]
 
 
 async def test_tasks_show_says_what_redis_holds(rt, world, clock):

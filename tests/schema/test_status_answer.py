@@ -18,7 +18,7 @@ from web.auth import Caller
 
 LEAVES = """query Status($id: ID!) { task(id: $id) {
   __typename id kind status statusLabel progress progressMessage attempts maxAttempts lastError
-  note runAt createdAt startedAt finishedAt resultSummary resultSummaryKey resultSummaryParams
+  note runAt dispatchedAt createdAt startedAt finishedAt resultSummary resultSummaryKey resultSummaryParams
   expiresAt downloadUrl canCancel canRetry again: status t: __typename
 } }"""
 ALIASED = 'query { read: task(id: "@ID@") { id s: statusLabel } }'

@@ -14,7 +14,7 @@ from schema.hardening import LIMIT_RULES
 from schema.root import build_schema
 from tests.counting import counting
 
-STATUS = "query($id: ID!) { task(id: $id) { id status statusLabel downloadUrl } }"
+STATUS = "query($id: ID!) { task(id: $id) { id status statusLabel downloadUrl dispatchedAt } }"
 WITH_MORE = "query($id: ID!) { task(id: $id) { id status } me { id } }"
 MISSING = "99999"
 
@@ -45,7 +45,8 @@ async def test_every_way_of_asking_gives_the_same_answer(api, rt, world) -> None
     by_cookie = await api(STATUS, {"id": tid}, user=world.staff)
     by_token = await api(STATUS, {"id": tid}, token=token)
     inline = await api(
-        f'{{ task(id: "{tid}") {{ id status statusLabel downloadUrl }} }}', user=world.staff
+        f'{{ task(id: "{tid}") {{ id status statusLabel downloadUrl dispatchedAt }} }}',
+        user=world.staff,
     )
     assert by_cookie == by_token == inline and by_cookie["data"]["task"]["id"] == tid
     more = await api(WITH_MORE, {"id": tid}, user=world.staff)  # not a bare status read

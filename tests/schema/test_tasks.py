@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import datetime
 
 import pytest
 
+from desk.ledger import lanes
 from desk.work import reminders, tasks
+from jobs import dispatcher
 from schema.context import Context
 from tests.helpers import run_task as _run
 from tests.schema.run import run
@@ -17,9 +20,10 @@ from web.auth import Caller
 
 TASK = """query($id: ID!) { task(id: $id) {
   id kind status statusLabel progress progressMessage attempts maxAttempts lastError note
-  runAt createdAt startedAt finishedAt resultSummary expiresAt downloadUrl canCancel canRetry
-  owner { id displayName } ticket { id title } team { id name }
+  runAt dispatchedAt createdAt startedAt finishedAt resultSummary expiresAt downloadUrl canCancel
+  canRetry owner { id displayName } ticket { id title } team { id name }
 } }"""
+SENT = "query($id: ID!) { task(id: $id) { status dispatchedAt } }"
 
 
 async def test_export_download_is_the_owners_until_it_expires(api, rt, world, clock) -> None:
@@ -105,6 +109,24 @@ async def test_reminder_fires_into_notifications(api, rt, world, clock) -> None:
     assert (await api(mark, {"ids": [edge["node"]["id"]]}, user=world.admin))["data"][
         "markNotificationsRead"
     ]["count"] == 0
+
+
+async def test_dispatched_at_is_null_until_the_task_is_handed_to_the_queue(
+    api, rt, world, clock
+) -> None:
+    await dispatcher.run_once(rt)  # Redis's epoch: the sweep below is an ordinary one
+    await lanes.pause(rt, "long", None)
+    held = await tasks.create_export(rt, world.staff, world.team, {})
+    unsent = await api(SENT, {"id": held.id}, user=world.staff)
+    assert unsent["data"]["task"] == {"status": "WAITING", "dispatchedAt": None}
+    await lanes.resume(rt, "long")
+    clock.advance(1)
+    assert await dispatcher.run_once(rt) == 1
+    sent = (await api(SENT, {"id": held.id}, user=world.staff))["data"]["task"]
+    assert datetime.fromisoformat(sent["dispatchedAt"]) == clock()
+    # Whoever may not see the task learns nothing of it, its sends included.
+    for who in (world.admin, world.customer, world.outsider):
+        assert await api(SENT, {"id": held.id}, user=who) == {"data": {"task": None}}
 
 
 async def test_cancel_a_waiting_export(api, rt, world) -> None:

@@ -13,7 +13,7 @@ from desk.console import overview as console
 from desk.core.errors import ValidationProblem
 from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
-from desk.ledger import events, lanes
+from desk.ledger import events
 from desk.people import audit
 from ui.console.pages import live_url, page_context, page_or_live, stream_url
 from ui.console.route import ConsoleDep, ConsoleRoute
@@ -95,16 +95,7 @@ async def _diagnosis(rt: Runtime, task: BackgroundTask) -> str | None:
     """One sentence on why an unfinished task is where it is (a paused lane first)."""
     if task.status not in (TaskStatus.WAITING, TaskStatus.RUNNING):
         return None
-    if task.status == TaskStatus.WAITING:
-        lane = lanes.lane_of(task.kind)
-        async with rt.engine.connect() as conn:
-            if lane in await lanes.paused_lanes(conn):
-                return (
-                    f"Waiting: its lane ({lane}) is paused by an operator; "
-                    "it is sent when the lane is resumed."
-                )
-    status = await health.check(rt)
-    return task_admin.diagnose(task, status, rt.clock(), rt.settings.redelivery_seconds)
+    return await task_admin.diagnosis(rt, task, await health.check(rt))
 
 
 @router.post("/ops/tasks/{task_id}/retry")

@@ -1,4 +1,5 @@
-"""Who may see the operators' view of a web process: `/health` detail and `/metrics`.
+"""Who may see the operators' view of a web process: `/health` detail, `/metrics`, and the
+detail of GraphQL's `health` — one rule for every face, so they cannot disagree.
 
 Allowed: a request with `Authorization: Bearer <OPS_TOKEN>`, or from an address in
 `OPS_ALLOWED_ADDRESSES`. With neither setting, dev and test show everything (one command on a
@@ -13,13 +14,14 @@ import ipaddress
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from desk.core.errors import NotFound
 from desk.core.settings import Env, Settings
 from web.auth import get_runtime
 
 
-def ops_allowed(settings: Settings, request: Request) -> bool:
+def ops_allowed(settings: Settings, request: HTTPConnection) -> bool:
     token, networks = settings.ops_token, settings.ops_networks
     if not token and not networks:
         return settings.taskdesk_env is not Env.PROD
