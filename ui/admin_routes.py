@@ -26,7 +26,8 @@ async def _members_answer(
     team_id = v.require_team()
     rows = await members.list_members(rt, v.user_id, team_id)
     context = {"v": v, "members": rows, "roles": list(Role), **extra}
-    if request.method == "POST" and not is_htmx(request):
+    # A plain form post that worked goes back to the page; one that did not shows its form.
+    if request.method == "POST" and not is_htmx(request) and status < 400:
         return redirect(request, "/members")
     return fragment_or_page(request, "members.html", context, "member_list", status=status)
 
@@ -76,7 +77,7 @@ async def _tokens_answer(
     await members.require_team_admin(rt, v.user_id, v.require_team())
     rows = await users.list_tokens(rt, v.user_id)
     context = {"v": v, "tokens": rows, "now": rt.clock(), **extra}
-    if request.method == "POST" and not is_htmx(request) and "secret" not in extra:
+    if request.method == "POST" and not is_htmx(request) and status < 400 and "secret" not in extra:
         return redirect(request, "/tokens")
     block = "token_list" if is_htmx(request) else None
     return render(request, "tokens.html", context, block=block, status=status)
