@@ -1,6 +1,7 @@
 """Admin pages: the team's members (add by e-mail, change role, remove) and the admin's API
-tokens (create — shown once —, list, revoke). The rules live in `desk.people.members` and `desk.people.users`;
-staff and customers get the friendly 403 page, outsiders "not found"."""
+tokens (create — shown once —, list, revoke). The rules live in `desk.people.members` and
+`desk.people.users`; anyone but the team's admins gets exactly what an unknown address answers
+(`ui.admin_only`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from desk.core.errors import ValidationProblem
 from desk.core.models import Role
 from desk.core.runtime import Runtime
 from desk.people import members, users
+from ui.admin_only import admin_team, as_missing
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import PageViewer, Viewer
@@ -21,62 +23,67 @@ router = APIRouter(route_class=UiRoute)
 
 
 async def _members_answer(
-    request: Request, rt: Runtime, v: Viewer, *, status: int = 200, **extra: Any
+    request: Request, rt: Runtime, v: Viewer, team_id: int, *, status: int = 200, **extra: Any
 ) -> Response:
-    team_id = v.require_team()
     rows = await members.list_members(rt, v.user_id, team_id)
     context = {"v": v, "members": rows, "roles": list(Role), **extra}
-    if request.method == "POST" and not is_htmx(request):
+    # A plain form post that worked goes back to the page; one that did not shows its form.
+    if request.method == "POST" and not is_htmx(request) and status < 400:
         return redirect(request, "/members")
     return fragment_or_page(request, "members.html", context, "member_list", status=status)
 
 
 @router.get("/members")
 async def members_page(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
-    return await _members_answer(request, rt, v)
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
+    return await _members_answer(request, rt, v, team)
 
 
 @router.post("/members")
 async def add(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
     form = await request.form()
     email, role = str(form.get("email") or ""), str(form.get("role") or "STAFF")
     try:
-        added = await members.add_member(rt, v.user_id, v.require_team(), email, role)
+        added = await members.add_member(rt, v.user_id, team, email, role)
     except ValidationProblem as problem:
         return await _members_answer(
-            request, rt, v, status=422, problem=problem, email=email, role=role
+            request, rt, v, team, status=422, problem=problem, email=email, role=role
         )
-    return await _members_answer(request, rt, v, done=f"added:{added.display_name}")
+    return await _members_answer(request, rt, v, team, done=f"added:{added.display_name}")
 
 
 @router.post("/members/{member_id}/role")
 async def change_role(request: Request, member_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
     form = await request.form()
     try:
-        await members.change_role(
-            rt, v.user_id, v.require_team(), member_id, str(form.get("role") or "")
-        )
+        await members.change_role(rt, v.user_id, team, member_id, str(form.get("role") or ""))
     except ValidationProblem as problem:
-        return await _members_answer(request, rt, v, status=422, problem=problem)
-    return await _members_answer(request, rt, v, done="role")
+        return await _members_answer(request, rt, v, team, status=422, problem=problem)
+    return await _members_answer(request, rt, v, team, done="role")
 
 
 @router.post("/members/{member_id}/remove")
 async def remove(request: Request, member_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
     try:
-        gone = await members.remove_member(rt, v.user_id, v.require_team(), member_id)
+        gone = await members.remove_member(rt, v.user_id, team, member_id)
     except ValidationProblem as problem:
-        return await _members_answer(request, rt, v, status=422, problem=problem)
-    return await _members_answer(request, rt, v, done=f"removed:{gone.display_name}")
+        return await _members_answer(request, rt, v, team, status=422, problem=problem)
+    return await _members_answer(request, rt, v, team, done=f"removed:{gone.display_name}")
 
 
 async def _tokens_answer(
     request: Request, rt: Runtime, v: Viewer, *, status: int = 200, **extra: Any
 ) -> Response:
-    await members.require_team_admin(rt, v.user_id, v.require_team())
     rows = await users.list_tokens(rt, v.user_id)
     context = {"v": v, "tokens": rows, "now": rt.clock(), **extra}
-    if request.method == "POST" and not is_htmx(request) and "secret" not in extra:
+    if request.method == "POST" and not is_htmx(request) and status < 400 and "secret" not in extra:
         return redirect(request, "/tokens")
     block = "token_list" if is_htmx(request) else None
     return render(request, "tokens.html", context, block=block, status=status)
@@ -84,13 +91,16 @@ async def _tokens_answer(
 
 @router.get("/tokens")
 async def tokens_page(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    if await admin_team(rt, v) is None:
+        return await as_missing(request)
     return await _tokens_answer(request, rt, v)
 
 
 @router.post("/tokens")
 async def create_token(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     """The token itself is in this one answer and nowhere else, ever."""
-    await members.require_team_admin(rt, v.user_id, v.require_team())
+    if await admin_team(rt, v) is None:
+        return await as_missing(request)
     form = await request.form()
     name = str(form.get("name") or "")
     try:
@@ -102,6 +112,7 @@ async def create_token(request: Request, rt: RuntimeDep, v: PageViewer) -> Respo
 
 @router.post("/tokens/{token_id}/revoke")
 async def revoke_token(request: Request, token_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
-    await members.require_team_admin(rt, v.user_id, v.require_team())
+    if await admin_team(rt, v) is None:
+        return await as_missing(request)
     revoked = await users.revoke_token(rt, v.user_id, token_id)
     return await _tokens_answer(request, rt, v, revoked=revoked)

@@ -1,9 +1,9 @@
 """Sign-in and out, and the team switcher. After signing in, people land where they were going
 (`next`, only ever a path on this site).
 
-Sign-in is throttled per account and per client address (desk.people.throttle, shared through Redis)
-before any password is checked; a throttled form says how long to wait, with 429 and
-`Retry-After`. Signing out revokes the session server-side, so a copied cookie stops working.
+Failed sign-ins are throttled per account and client address, per account and per address
+(desk.people.throttle, shared through Redis; successes do not count) before any password is
+checked; a throttled form says how long to wait, with 429 and `Retry-After`. Signing out revokes the session server-side, so a copied cookie stops working.
 """
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ async def login(request: Request, rt: RuntimeDep) -> Response:
     token = str(form.get(csrf.FIELD) or "")
     address = client_address(request)
     try:
-        await throttle.login_attempt(rt, email, address)
+        attempt = await throttle.login_attempt(rt, email, address)
     except throttle.LoginThrottled as exc:
         return _login_page(request, token, next_url, email=email, failed=False, throttled=exc)
     user = await users.authenticate(rt, email, password)
     if user is None or user.id is None:
         return _login_page(request, token, next_url, email=email, failed=True)
-    await throttle.login_succeeded(rt, email, address)
+    await throttle.login_succeeded(rt, attempt)
     response = redirect(request, next_url)
     await start_session(rt, response, user.id)
     response.delete_cookie(

@@ -19,20 +19,20 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from desk.core.errors import NotAllowed, NotFound, TaskConflict, ValidationProblem
+from desk.core.errors import TaskConflict, ValidationProblem
 from desk.core.models import TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.imports import service as imports
-from desk.people import members
 from desk.reads import tasks as reads
 from desk.reads.tasks import TaskRow
 from desk.work import exports
-from ui import task_lists
+from ui import polling, task_lists
+from ui.admin_only import admin_team, as_missing
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
+from ui.tasks_routes import SINCE
 from ui.viewer import FragmentViewer, Viewer, load_teams
 from web.auth import RuntimeDep
-from web.errors import not_found
 from web.limits import BodyTooLarge, size_text
 
 router = APIRouter(route_class=UiRoute)
@@ -48,20 +48,6 @@ class BadUpload(Exception):
     def __init__(self, outcome: str, status: int) -> None:
         self.outcome, self.status = outcome, status
         super().__init__(outcome)
-
-
-async def _as_missing(request: Request) -> Response:
-    """Exactly what an unknown address answers (`web.errors.not_found`), header and all."""
-    request.state.viewer = None
-    return await not_found(request, HTTPException(404))
-
-
-async def _is_admin(rt: Runtime, v: Viewer, team_id: int) -> bool:
-    try:
-        await members.require_team_admin(rt, v.user_id, team_id)
-    except (NotAllowed, NotFound):
-        return False
-    return True
 
 
 async def _listing(rt: Runtime, v: Viewer, team_id: int) -> task_lists.TaskListView:
@@ -86,9 +72,8 @@ async def _page(
         "listing": listing,
         "team_id": team_id,
         "team_name": next((t.team_name for t in full.teams if t.team_id == team_id), ""),
-        "limit": _size_text(rt.settings.import_max_bytes),
         "columns": ", ".join(exports.COLUMNS),  # what an export writes is what an import reads
-        "busy": await _active_import(rt, v.user_id, team_id),
+        **await _controls(rt, v, team_id),
         **extra,
     }
     return render(request, "imports.html", context, status=status)
@@ -105,9 +90,8 @@ async def imports_page(
     """The page; for htmx the import list — or 204 when `newer_than` finds nothing new."""
     if not is_htmx(request):
         v = await load_teams(rt, v)  # the header's team list; a stale team cookie is replaced
-    team_id = v.team_id
-    if team_id is None or not await _is_admin(rt, v, team_id):
-        return await _as_missing(request)
+    if (team_id := await admin_team(rt, v)) is None:
+        return await as_missing(request)
     if not is_htmx(request):
         return await _page(request, rt, v, team_id)
     if newer_than is not None and not await task_lists.anything_newer(
@@ -155,6 +139,23 @@ async def _active_import(rt: Runtime, user_id: int, team_id: int) -> TaskRow | N
     return None
 
 
+async def _controls(
+    rt: Runtime, v: Viewer, team_id: int, *, since: float | None = None, busy: bool = True
+) -> dict[str, Any]:
+    """What the form's controls show: the team's queued or running import and, while there is
+    one, when to look again — on the task rows' schedule from `since` (docs/architecture.md,
+    "Polling"), None after ten minutes of watching (a Refresh button instead)."""
+    active = await _active_import(rt, v.user_id, team_id) if busy else None
+    watch_from, delay = polling.watched(since, rt.clock().timestamp())
+    return {
+        "team_id": team_id,
+        "busy": active,
+        "since": watch_from,
+        "delay": delay if active is not None else None,
+        "limit": _size_text(rt.settings.import_max_bytes),
+    }
+
+
 async def _start(rt: Runtime, v: Viewer, team_id: int, request: Request) -> tuple[str, int]:
     """("queued" | "attached" | "replayed", task id); raises BadUpload or the desk's
     ValidationProblem."""
@@ -184,9 +185,8 @@ async def start_import(
     The team is the one the form was shown for (`?team_id=`), not whichever team another tab
     switched to since: an import writes many tickets, so it goes where the admin saw it going.
     """
-    team = team_id or v.team_id
-    if team is None or not await _is_admin(rt, v, team):
-        return await _as_missing(request)
+    if (team := await admin_team(rt, v, team_id)) is None:
+        return await as_missing(request)
     status, extra = 202, {}
     try:
         outcome, task_id = await _start(rt, v, team, request)
@@ -204,10 +204,8 @@ async def start_import(
     context = {
         "v": v,
         "refreshed": await _listing(rt, v, team) if started else None,
-        "limit": _size_text(rt.settings.import_max_bytes),
         # The form's controls wait for the import just started (swapped in out of band).
-        "busy": await _active_import(rt, v.user_id, team) if started else None,
-        "team_id": team,
+        **await _controls(rt, v, team, busy=started),
         "oob": True,
         **extra,
     }
@@ -216,16 +214,14 @@ async def start_import(
 
 @router.get("/imports/controls")
 async def import_controls(
-    request: Request, rt: RuntimeDep, v: FragmentViewer, team_id: TeamId = None
+    request: Request,
+    rt: RuntimeDep,
+    v: FragmentViewer,
+    team_id: TeamId = None,
+    since: Annotated[float | None, SINCE.query()] = SINCE.default,
 ) -> Response:
     """The form's controls: disabled with "Import #7 is running (42 %)" while one is active."""
-    team = team_id or v.team_id
-    if team is None or not await _is_admin(rt, v, team):
-        return await _as_missing(request)
-    context = {
-        "v": v,
-        "team_id": team,
-        "busy": await _active_import(rt, v.user_id, team),
-        "limit": _size_text(rt.settings.import_max_bytes),
-    }
+    if (team := await admin_team(rt, v, team_id)) is None:
+        return await as_missing(request)
+    context = {"v": v, **await _controls(rt, v, team, since=since)}
     return render(request, "imports.html", context, block="import_controls")

@@ -8,6 +8,7 @@ row stops polling by itself after ten minutes of watching.
 
 from __future__ import annotations
 
+import math
 import zlib
 from bisect import bisect_right
 from datetime import datetime
@@ -36,6 +37,15 @@ def next_delay(age: float) -> int | None:
         if age >= start:
             return delay
     return DELAYS[0]  # a `since` in the future: treat the row as brand new
+
+
+def watched(since: float | None, now: float) -> tuple[float, int | None]:
+    """(since, seconds until the next poll or None) of a block that polls by itself on the rows'
+    schedule (the import form's controls): `since` comes back in its URL, and a reload, or one
+    from the future, starts the schedule again. `since` is kept to the millisecond the URL
+    carries, rounded down: ages only ever run late, so no step of the schedule repeats."""
+    start = math.floor(1000 * (now if since is None else min(since, now))) / 1000
+    return start, next_delay(now - start)
 
 
 # One watcher per page (ui/watch.py, ui/static/ui.js) asks for everything the page shows in one

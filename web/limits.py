@@ -21,7 +21,7 @@ from starlette.types import Scope
 from desk.core.errors import DeskError
 from desk.core.settings import Settings
 
-GRAPHQL_MAX_BYTES = 64 * 1024  # schema.app refuses larger operations too
+GRAPHQL_MAX_BYTES = 64 * 1024  # the only cap of a GraphQL request (schema.app counts none)
 LOGIN_MAX_BYTES = 16 * 1024  # an e-mail, a password, a token and `next`
 UPLOAD_SLACK = 64 * 1024  # multipart framing and the small fields around the file
 UPLOAD_ROUTES = re.compile(r"^/(imports|teams/[^/]+/imports/uploads)/?$")

@@ -49,6 +49,11 @@ TEMPLATES: dict[str, Template] = {
         "active",
     ),
     "quota.exports_per_hour": "At most %(limit)s exports an hour; try again after %(retry_at)s.",
+    "login.throttled": (
+        "Too many sign-in attempts. Please wait %(minutes)s minute and try again.",
+        "Too many sign-in attempts. Please wait %(minutes)s minutes and try again.",
+        "minutes",
+    ),
 }
 
 

@@ -88,8 +88,11 @@ class Settings(BaseSettings):
     # Request bodies are counted while they are read (web/limits.py): page forms at this size,
     # sign-in and GraphQL at their own small fixed sizes, import uploads at IMPORT_MAX_BYTES.
     form_max_bytes: int = Field(default=1024 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
+    # Failed sign-ins in a sliding window (desk/people/throttle.py): per account from one client
+    # address, per account from all addresses, per address over all accounts.
     login_window_seconds: int = Field(default=900, ge=10, le=86_400)
-    login_max_per_account: int = Field(default=10, ge=1, le=10_000)
+    login_max_per_pair: int = Field(default=10, ge=1, le=10_000)
+    login_max_per_account: int = Field(default=100, ge=1, le=100_000)
     login_max_per_address: int = Field(default=100, ge=1, le=100_000)
     # argon2 runs in this many threads at most, off the event loop (each hash takes ~64 MiB).
     password_hash_threads: int = Field(default=2, ge=1, le=64)

@@ -16,6 +16,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.models import Role
 from desk.core.runtime import Runtime
@@ -118,8 +119,9 @@ async def _unassign(conn: AsyncConnection, team_id: int, user_id: int, now: date
 async def add_member(rt: Runtime, user_id: int, team_id: int, email: str, role: str) -> MemberRow:
     """Add the account that uses `email` (accounts are made by an operator, not here)."""
     new_role = parse_role(role)
-    email = (email or "").strip()
-    if not email or "@" not in email or len(email) > MAX_EMAIL:
+    # The shared check first: PostgreSQL refuses NUL in text, UTF-8 a lone surrogate.
+    email = inputs.line("email", email or "", max_len=MAX_EMAIL)
+    if not email or "@" not in email:
         raise ValidationProblem("email", "enter the e-mail address of their account")
     async with rt.engine.begin() as conn:
         await _admin(conn, user_id, team_id)

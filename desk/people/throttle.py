@@ -1,8 +1,10 @@
 """Rate limits shared by every web process through Redis: changes per user (GraphQL mutations
-and page form posts alike) and sign-in attempts per account and per client address.
+and page form posts alike) and failed sign-ins (per account and client address, per account,
+per address; see "Sign-in attempts" below).
 
-Fixed windows keyed by the injected clock (`rt.clock()`), so tests move time instead of
-waiting; each key expires two windows later. Redis trouble lets requests through (logged):
+Both read the injected clock (`rt.clock()`), so tests move time instead of waiting: changes are
+counted in fixed one-minute windows (each key expires two windows later), sign-ins in sliding
+windows. Redis trouble lets requests through (logged):
 sign-in and triggers must keep working while Redis restarts, and the argon2 cost still bounds a
 guesser in the meantime.
 """
@@ -12,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import secrets
+from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from desk.core import messages
 from desk.core.errors import RateLimited
 from desk.core.runtime import Runtime
 
@@ -31,7 +36,15 @@ class Throttled(RateLimited):
 
 
 class LoginThrottled(Throttled):
+    """Too many sign-in attempts: the same answer whichever limit was met, and whether or not an
+    account uses the address (`text` says when to try again, in the reader's language)."""
+
     code = "LOGIN_THROTTLED"
+
+    def __init__(self, retry_after: int) -> None:
+        minutes = max(1, math.ceil(retry_after / 60))
+        self.text = messages.message("login.throttled", minutes=minutes)
+        super().__init__(self.text.text, retry_after)
 
 
 def _window(rt: Runtime, seconds: int) -> tuple[int, int]:
@@ -81,38 +94,97 @@ async def count_change(rt: Runtime, user_id: int) -> None:
 
 
 # --- Sign-in attempts -------------------------------------------------------------------------
+#
+# Failed sign-ins are counted in sliding windows of LOGIN_WINDOW_SECONDS (a Redis sorted set of
+# attempt times per key, so no boundary lets twice the limit through), three ways:
+# - per (account, client address) pair, LOGIN_MAX_PER_PAIR: the lock a guesser meets. A
+#   stranger's wrong passwords lock only their own pair, never the owner at their address;
+# - per account over every address, LOGIN_MAX_PER_ACCOUNT: a much higher ceiling against
+#   guessing spread over many addresses (reaching it locks the account everywhere, by design);
+# - per client address over every account, LOGIN_MAX_PER_ADDRESS: against one address trying
+#   many accounts.
+# An attempt is counted before its password is checked (so parallel guesses cannot all slip in
+# under the limit) and uncounted when it succeeds: successes never count against an address (a
+# hundred agents behind one NAT address all sign in at 9:00; only attempts still being checked
+# at the same moment count, a few per hash thread), and a success clears its pair.
+# The keys are the typed e-mail, hashed, whether or not an account uses it: the answer to a
+# locked attempt is the same for an account that does not exist.
+
+_ATTEMPT = """
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local wait = 0
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local n, limit = redis.call('ZCARD', key), tonumber(ARGV[3 + i])
+  if n >= limit then
+    -- the attempt that must leave the window before one more fits
+    local out = redis.call('ZRANGE', key, n - limit, n - limit, 'WITHSCORES')
+    wait = math.max(wait, tonumber(out[2]) + window - now)
+  end
+end
+if wait > 0 then return tostring(wait) end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, ARGV[3])
+  redis.call('EXPIRE', key, math.ceil(window))
+end
+return '0'
+"""
+
+_SUCCEEDED = """
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"""
 
 
-def _login_keys(rt: Runtime, email: str, address: str, window: int) -> list[str]:
+@dataclass(frozen=True)
+class LoginAttempt:
+    """One counted attempt: its keys (pair, account, address) and its own entry in them."""
+
+    keys: list[str]
+    member: str
+
+
+def _login_keys(rt: Runtime, email: str, address: str) -> list[str]:
     # The e-mail is hashed: Redis need not hold a list of who was tried.
     account = email.strip().lower().encode("utf-8", "surrogatepass")
     account_key = hashlib.sha256(account).hexdigest()[:32]
     base = f"{rt.settings.queue_prefix}:throttle:login"
-    return [f"{base}:account:{account_key}:{window}", f"{base}:address:{address}:{window}"]
+    return [
+        f"{base}:pair:{account_key}:{address}",
+        f"{base}:account:{account_key}",
+        f"{base}:address:{address}",
+    ]
 
 
-async def login_attempt(rt: Runtime, email: str, address: str) -> None:
-    """Count a sign-in attempt before its password is checked; raises LoginThrottled when the
-    account or the client address has used up its attempts in this window (no hash is run)."""
+async def login_attempt(rt: Runtime, email: str, address: str) -> LoginAttempt | None:
+    """Count a sign-in attempt before its password is checked; raises LoginThrottled (no hash is
+    run) while the pair, the account or the address has its limit of attempts in the window.
+    None when Redis cannot be reached (the attempt goes ahead, uncounted)."""
     s = rt.settings
-    window, left = _window(rt, s.login_window_seconds)
-    counts = await _count(rt, _login_keys(rt, email, address, window), 2 * s.login_window_seconds)
-    if counts is None:
-        return
-    per_account, per_address = counts
-    if per_account > s.login_max_per_account or per_address > s.login_max_per_address:
-        minutes = max(1, math.ceil(left / 60))
-        raise LoginThrottled(
-            f"Too many sign-in attempts. Please wait {minutes} minute"
-            f"{'s' if minutes != 1 else ''} and try again.",
-            left,
-        )
-
-
-async def login_succeeded(rt: Runtime, email: str, address: str) -> None:
-    """A right password clears the account's count (its owner is back), not the address's."""
-    window, _ = _window(rt, rt.settings.login_window_seconds)
+    keys = _login_keys(rt, email, address)
+    member = secrets.token_hex(8)
+    limits = (s.login_max_per_pair, s.login_max_per_account, s.login_max_per_address)
+    now = f"{rt.clock().timestamp():.6f}"
     try:
-        await rt.redis.delete(_login_keys(rt, email, address, window)[0])
+        reply = await rt.redis.eval(  # type: ignore[misc]
+            _ATTEMPT, len(keys), *keys, now, str(s.login_window_seconds), member, *map(str, limits)
+        )
+    except REDIS_TROUBLE as exc:
+        log.warning("sign-in throttle skipped, Redis unavailable: %s", exc)
+        return None
+    wait = float(reply)
+    if wait > 0:
+        raise LoginThrottled(math.ceil(wait))
+    return LoginAttempt(keys, member)
+
+
+async def login_succeeded(rt: Runtime, attempt: LoginAttempt | None) -> None:
+    """A right password: the attempt no longer counts anywhere, and its pair starts afresh."""
+    if attempt is None:
+        return
+    try:
+        await rt.redis.eval(_SUCCEEDED, len(attempt.keys), *attempt.keys, attempt.member)  # type: ignore[misc]
     except REDIS_TROUBLE as exc:
         log.warning("could not clear the sign-in count: %s", exc)

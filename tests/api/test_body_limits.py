@@ -58,6 +58,21 @@ async def test_chunked_graphql_body_stops_at_64_kib(app_client) -> None:
     assert body.pulled <= 64 * 1024 + 2 * CHUNK  # not the 200 MB on offer
 
 
+async def test_a_graphql_body_over_64_kib_reads_the_same_declared_or_not(app_client) -> None:
+    # One message from one place (web.limits): a declared Content-Length over the cap is refused
+    # before a byte is read, in the same words as a chunked body cut at the cap.
+    r = await app_client.post(
+        "/graphql", content=b"x" * (64 * 1024 + 1), headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 413 and r.headers["connection"] == "close"
+    assert r.json()["errors"] == [
+        {
+            "message": "A GraphQL request can be at most 64 KiB.",
+            "extensions": {"code": "PAYLOAD_TOO_LARGE"},
+        }
+    ]
+
+
 async def test_chunked_multipart_sign_in_is_not_spooled(app_client) -> None:
     boundary = "b0undary"
     head = (

@@ -65,6 +65,19 @@ async def test_add_by_email(rt, world) -> None:
         await members.add_member(rt, world.admin, world.team, "olga@globex.test", "OWNER")
 
 
+@pytest.mark.parametrize(
+    "email", ["olga\x00@globex.test", "olga@globex.test\x00", "o\ud800@x.test"]
+)
+async def test_an_address_postgresql_cannot_hold_is_a_problem_of_the_field(
+    rt, world, email
+) -> None:
+    # It used to reach the lookup: PostgreSQL refuses NUL in text (a 500 on the members page).
+    with pytest.raises(ValidationProblem) as problem:
+        await members.add_member(rt, world.admin, world.team, email, "STAFF")
+    assert problem.value.field == "email"
+    assert await _role(rt, world.outsider, world.team) is None
+
+
 async def test_change_role_and_unassign_on_demotion(rt, world) -> None:
     row = await members.change_role(rt, world.admin, world.team, world.customer, "ADMIN")
     assert row.role is Role.ADMIN

@@ -84,3 +84,16 @@ async def sign_in(page: Page, email: str) -> None:
     await page.get_by_label("E-mail").fill(email)
     await page.get_by_label("Password").fill(PASSWORD)
     await page.get_by_role("button", name="Sign in").click()
+
+
+async def hide(page: Page, hidden: bool) -> None:
+    """Emulate the tab going to the background (or coming back): what the browser would say."""
+    await page.evaluate(
+        """(hidden) => {
+            Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+            Object.defineProperty(document, "visibilityState",
+                {configurable: true, get: () => hidden ? "hidden" : "visible"});
+            document.dispatchEvent(new Event("visibilitychange"));
+        }""",
+        hidden,
+    )

@@ -18,8 +18,16 @@ import pytest
 from desk.core.clock import utcnow
 from desk.helpdesk import tickets
 from desk.helpdesk.filters import parse_filter
+from desk.imports import service as imports
 from tests.helpers import running_workers
-from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
+from tests.ui.browser import (
+    browser_page,
+    give_passwords,
+    hide,
+    needs_chromium,
+    running_server,
+    sign_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
@@ -87,3 +95,40 @@ async def test_import_a_csv_with_one_bad_row(site, rt, world, settings, tmp_path
     imported = {t.external_id: t for t in page_of.items if t.external_id}
     assert set(imported) == {"ZD-101", "ZD-102"}
     assert imported["ZD-101"].assignee_id == world.staff
+
+
+async def test_a_hidden_tab_holds_the_controls_poll_and_sends_it_when_shown(
+    site, rt, world
+) -> None:
+    """The form's controls follow a queued import on the rows' schedule (no worker runs here, so
+    it stays queued); while the tab is hidden they ask nothing, and ask at once when shown."""
+    from playwright.async_api import expect
+
+    await imports.submit_import(rt, world.admin, world.team, "big.csv", CSV, "create")
+    async with browser_page(site) as page:
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url))
+        await page.clock.install()  # the page's timers run on a clock the test moves
+        await sign_in(page, "zhou@acme.test")
+        await page.wait_for_url("**/tickets")
+        await page.goto("/imports")
+        controls = page.locator("#import-controls")
+        await expect(controls).to_have_attribute("data-poll-self", "")
+        await expect(controls).to_have_attribute("hx-trigger", "load delay:1s, resume")
+
+        def polls() -> int:
+            return sum("/imports/controls?" in u for u in asked)
+
+        await hide(page, True)
+        before = polls()
+        for _ in range(3):  # 30 s of page time: a visible page would have asked 5 times
+            await page.clock.run_for(10_000)
+            await page.wait_for_load_state("networkidle")
+        assert polls() - before <= 1, asked  # one in flight when hidden, at most
+        await expect(controls).to_have_attribute("data-poll-held", "")
+
+        async with page.expect_request("**/imports/controls?*") as shown:
+            await hide(page, False)
+        assert "since=" in (await shown.value).url  # the same schedule, carried on
+        await expect(controls).not_to_have_attribute("data-poll-held", "")
+        await expect(controls).to_contain_text("is queued")

@@ -13,7 +13,14 @@ import pytest
 from desk.core.clock import utcnow
 from desk.work import tasks
 from tests.helpers import running_workers, wait_for
-from tests.ui.browser import browser_page, give_passwords, needs_chromium, running_server, sign_in
+from tests.ui.browser import (
+    browser_page,
+    give_passwords,
+    hide,
+    needs_chromium,
+    running_server,
+    sign_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
@@ -42,19 +49,6 @@ class Requests:
 
     def watches(self, t0: float) -> list[float]:
         return [t for t, u in self.since(t0) if "/watch?" in u]
-
-
-async def hide(page, hidden: bool) -> None:
-    """Emulate the tab going to the background (or coming back): what the browser would say."""
-    await page.evaluate(
-        """(hidden) => {
-            Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
-            Object.defineProperty(document, "visibilityState",
-                {configurable: true, get: () => hidden ? "hidden" : "visible"});
-            document.dispatchEvent(new Event("visibilitychange"));
-        }""",
-        hidden,
-    )
 
 
 async def open_tasks(page) -> None:

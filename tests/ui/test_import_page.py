@@ -9,6 +9,7 @@ import asyncio
 import csv
 import io
 import json
+import re
 
 import pytest
 import sqlalchemy as sa
@@ -92,6 +93,59 @@ async def test_admin_uploads_and_the_queued_row_comes_back(page_as, world, rt, c
     assert json.loads(r.headers["HX-Trigger"])["task-finished"]["kind"] == "IMPORT"
     # The tasks page lists it too.
     assert f'id="task-{task.id}"' in (await zhou.get("/tasks")).text
+
+
+def controls_tag(html: str) -> str:
+    start = html.index('<div id="import-controls"')
+    return html[start : html.index(">", start)]
+
+
+def controls_poll(html: str) -> tuple[str | None, str | None]:
+    """(hx-trigger, hx-get) of the form's controls as rendered."""
+    tag = controls_tag(html)
+    trigger, url = (re.search(f'{name}="([^"]*)"', tag) for name in ("hx-trigger", "hx-get"))
+    return (
+        trigger.group(1) if trigger else None,
+        url.group(1).replace("&amp;", "&") if url else None,
+    )
+
+
+async def test_the_controls_poll_on_the_rows_schedule_and_stop(page_as, world, rt, clock) -> None:
+    """docs/architecture.md, "Polling": 1, 1, 2, 2, 5, 5, 5, then 10 s from when the page began
+    watching (`since`, in the URL), none after ten minutes (Refresh instead) and none once the
+    import has ended; ui.js holds the poll of a hidden tab (`data-poll-self`)."""
+    # A time the URL's milliseconds would round up: each age must still reach its step.
+    clock.now = clock.now.replace(microsecond=999_999)
+    zhou = await page_as(world.admin)
+    r = await submit(zhou, world.team)  # the answer's controls (out of band) start the schedule
+    trigger, url = controls_poll(r.text)
+    assert "data-poll-self" in controls_tag(r.text) and url is not None
+    seen = [trigger]
+    for step in (1, 1, 2, 2, 5, 5, 5, 10, 10):  # each poll on time
+        clock.advance(step)
+        r = await zhou.hx_get(url)
+        assert r.status_code == 200 and "is queued" in r.text
+        trigger, url = controls_poll(r.text)
+        seen.append(trigger)
+    delays = [1, 1, 2, 2, 5, 5, 5, 10, 10, 10]
+    assert seen == [f"load delay:{d}s, resume" for d in delays]
+    page = await zhou.get("/imports")  # a reload starts the schedule again
+    assert controls_poll(page.text)[0] == "load delay:1s, resume"
+
+    clock.advance(600)  # ten minutes of watching: no more polls, a Refresh button instead
+    r = await zhou.hx_get(url)
+    assert controls_poll(r.text) == (None, None) and "data-poll-self" not in controls_tag(r.text)
+    assert "Stopped checking automatically." in r.text
+    refresh = re.search(r'<button type="button" hx-get="([^"]+)"', r.text).group(1)
+    r = await zhou.hx_get(refresh.replace("&amp;", "&"))
+    assert controls_poll(r.text)[0] == "load delay:1s, resume"  # and it starts again
+
+    (task,) = await import_tasks(rt, world)
+    assert await execute(rt, registry(), task.id, task.run) == "done"
+    _, url = controls_poll(r.text)
+    r = await zhou.hx_get(url)
+    assert controls_poll(r.text) == (None, None) and "import-busy" not in r.text
+    assert "hx-get" not in r.text and "data-poll-self" not in r.text  # finished: nothing polls
 
 
 async def test_a_plain_form_post_carries_the_token_as_a_field(page_as, world, rt) -> None:

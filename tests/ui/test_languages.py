@@ -153,7 +153,7 @@ async def test_every_page_renders_fully_in_chinese(page_as, world, rt, clock, ch
     for user, urls in visits.items():
         page = await page_as(user)
         for url in urls:
-            r = await page.get(url)
+            r = await page.get(url, headers={"Accept": "text/html"})
             assert r.status_code in (200, 403, 404), url
             assert 'lang="zh-Hans"' in r.text, url
         for url in fragments.get(user, []):

@@ -97,6 +97,29 @@ async def test_odd_form_fields_answer_4xx(page_as, world, value) -> None:
         _check(await page.hx_post(template.format(_q(value)), data={"role": "STAFF"}))
 
 
+@pytest.mark.parametrize(
+    "url, field, value",
+    [
+        ("/members", "email", "olga\x00@globex.test"),
+        ("/members", "email", "olga@globex.test\x00"),
+        ("/tokens", "name", "CI\x00script"),
+    ],
+)
+async def test_a_nul_in_a_form_field_is_the_form_s_own_error(page_as, world, url, field, value):
+    # `@` and all: the check for an address must not be what stops a NUL (issue 24, point 2);
+    # a plain post (no htmx) gets its page with the form's message, not a redirect that loses it.
+    page = await page_as(world.admin)
+    body = f"{field}={_q(value)}&role=STAFF".encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    plain = await page.post(url, content=body, headers=headers | {"X-CSRF-Token": page.csrf})
+    fragment = await page.hx_post(url, content=body, headers=headers)
+    for r in (plain, fragment):
+        assert r.status_code == 422, r.text[:300]
+        assert f'id="err-{field}"' in r.text and "NUL character" in r.text
+        assert 'aria-invalid="true"' in r.text
+    assert "<h1>" in plain.text and "<h1>" not in fragment.text  # the page; its form's block
+
+
 @pytest.mark.parametrize("cookie", ["²", "9" * 5000, "99999999999", "-1", "1e9", "\x00", "abc"])
 async def test_a_malformed_team_cookie_is_ignored_on_every_page(page_as, world, cookie) -> None:
     page = await page_as(world.staff)

@@ -4,6 +4,9 @@
 //   ui/watch.py. The server says when to ask next (X-Poll-In): the earliest row on its schedule,
 //   else every 5 s. A hidden tab asks every 30 s and at once when shown again. A 503/429 waits
 //   for its Retry-After, a lost connection backs off; the watcher never stops by itself.
+// - A block that polls by itself (data-poll-self: the import form's controls) renders its next
+//   poll as an hx-trigger on the rows' schedule (ui/polling.py); a hidden tab holds that poll
+//   and sends it at once when shown again.
 // - 5xx answers and lost connections of what the person did are said in #flash.
 // - Focus follows a form's answer, so keyboard and screen-reader users land on the result.
 // - A toast closes with its button and fades by itself after a while.
@@ -226,6 +229,22 @@
   // After htmx has read its configuration (it does so on DOMContentLoaded, and loads first).
   if (document.readyState === "complete") startWatching();
   else document.addEventListener("DOMContentLoaded", startWatching);
+
+  // --- blocks that poll by themselves ---------------------------------------------------------
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (!document.hidden || !elt || !elt.hasAttribute || !elt.hasAttribute("data-poll-self")) return;
+    evt.preventDefault(); // not sent: its `resume` trigger sends it when the tab is shown
+    elt.setAttribute("data-poll-held", "");
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) return;
+    var held = document.querySelectorAll("[data-poll-self][data-poll-held]");
+    for (var i = 0; i < held.length; i++) {
+      held[i].removeAttribute("data-poll-held");
+      htmx.trigger(held[i], "resume");
+    }
+  });
 
   document.addEventListener("htmx:afterSwap", function (evt) {
     var verb = evt.detail.requestConfig && evt.detail.requestConfig.verb;
