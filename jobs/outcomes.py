@@ -23,6 +23,10 @@ class Cancelled(JobOutcome):
     """Cancelled on request."""
 
 
+class CancelledAtFinish(JobOutcome):
+    """Cancelled while finishing: the finish found the cancel and discarded the result."""
+
+
 class LostFence(JobOutcome):
     """Another execution owns this task now; this one's work is discarded."""
 

@@ -21,6 +21,11 @@ Template = str | tuple[str, str, str]
 
 TEMPLATES: dict[str, Template] = {
     "export.done": ("%(rows)s row exported.", "%(rows)s rows exported.", "rows"),
+    # A finish that found a cancel recorded before it (desk.ledger.finish).
+    "export.cancelled_at_finish": "Cancelled while finishing; the file was discarded.",
+    "import.cancelled_at_finish": "Cancelled while finishing; the rows already imported stay.",
+    "reminder.cancelled_at_finish": "Cancelled while finishing; nobody was reminded.",
+    "noop.cancelled_at_finish": "Cancelled while finishing.",
     "import.done": (
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),

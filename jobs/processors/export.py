@@ -25,12 +25,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core.models import TaskStatus
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.people import access
 from desk.work import exports
 from jobs.execution import Execution
-from jobs.outcomes import LostFence, Permanent
+from jobs.outcomes import Permanent
 
 ROWS_PER_CHUNK = 8000  # ~1.1 MB of CSV with typical titles
 WRITERS = 2  # at most: a second writer only while a second build slot is free
@@ -184,6 +185,8 @@ async def process(ex: Execution) -> None:
             current=rows,
             message=f"{rows:,} / {rows:,} rows",
         )
-        if done is None:
-            raise LostFence()
-        await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+        if done is not None and done.status == TaskStatus.COMPLETED:
+            await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+    # Turned CANCELLED (a cancel recorded after the last progress write): the same statement
+    # deleted the stored CSV.
+    ex.finished(done)

@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from desk.work import reminders, tasks
+from desk.ledger import run as ledger_run
+from desk.work import exports, reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from ui import i18n, texts
@@ -61,6 +62,34 @@ async def test_reminder_notification_and_its_toast_speak_chinese(page_as, world,
     assert "data-toast-close" in toast and 'aria-label="关闭此消息"' in toast
     row = (await page.hx_get(f"/tasks/{fired.id}")).text
     assert "已提醒处理人。" in row
+
+
+async def _cancelled_while_finishing(rt, world, clock) -> int:
+    task = await tasks.create_export(rt, world.staff, world.team, {})
+    lease = timedelta(seconds=30)
+    await ledger_run.claim(rt.pg, task.id, task.run, "e1", now=clock(), lease=lease)
+    await tasks.cancel_task(rt, world.staff, task.id)
+    said = exports.summary(4)
+    await ledger_run.complete(
+        rt.pg, task.id, "e1", now=clock(), summary=said.text, summary_key=said.key,
+        summary_params=said.params, expires_at=clock() + timedelta(hours=1), result_bytes=9,
+    )  # fmt: skip
+    return task.id
+
+
+async def test_a_row_cancelled_while_finishing_says_so_in_each_language(
+    page_as, world, rt, clock
+) -> None:
+    task_id = await _cancelled_while_finishing(rt, world, clock)
+    english = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "Cancelled while finishing; the file was discarded." in english
+    assert "Download CSV" not in english and "/download" not in english
+    await _chinese(rt, world.staff)
+    ZH.missing.clear()
+    row = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "在完成时被取消；文件已丢弃。" in row and "Cancelled while" not in row  # noqa: RUF001
+    assert "下载" not in row and "/download" not in row
+    assert ZH.missing == set()
 
 
 async def test_quota_message_speaks_chinese(page_as, world, rt) -> None:
