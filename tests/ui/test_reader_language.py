@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
+from desk.imports import service as imports
 from desk.ledger import run as ledger_run
 from desk.work import exports, reminders, tasks
 from jobs.execution import execute
@@ -90,6 +91,24 @@ async def test_a_row_cancelled_while_finishing_says_so_in_each_language(
     assert "在完成时被取消；文件已丢弃。" in row and "Cancelled while" not in row  # noqa: RUF001
     assert "下载" not in row and "/download" not in row
     assert ZH.missing == set()
+
+
+async def test_an_import_cancelled_while_finishing_shows_its_counts_and_why(
+    page_as, world, rt, clock
+) -> None:
+    data = b"external_id,title,status,priority,assignee_email,creator_email\nK-1,Kept,OPEN,LOW,,\n"
+    upload = await imports.store_upload(rt, world.admin, world.team, "k.csv", data)
+    task = await imports.start_import(rt, world.admin, world.team, upload.id, "create")
+    lease = timedelta(seconds=30)
+    await ledger_run.claim(rt.pg, task.id, task.run, "e1", now=clock(), lease=lease)
+    counts = {"created": 1, "updated": 0, "unchanged": 0, "rejected": 0}
+    await ledger_run.pulse(rt.pg, task.id, "e1", now=clock(), lease=lease, stats=counts)
+    await tasks.cancel_task(rt, world.admin, task.id)
+    await ledger_run.complete(rt.pg, task.id, "e1", now=clock(), summary="x", stats=counts)
+    await _chinese(rt, world.admin)
+    row = (await (await page_as(world.admin)).hx_get(f"/tasks/{task.id}")).text
+    assert "新建 1，更新 0，未变 0，拒绝 0。" in row  # noqa: RUF001
+    assert "在完成时被取消；已导入的行仍保留。" in row  # noqa: RUF001
 
 
 async def test_quota_message_speaks_chinese(page_as, world, rt) -> None:
