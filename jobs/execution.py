@@ -228,8 +228,9 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     message = (
         exc.message if isinstance(exc, Permanent | DatabaseUnreachable) else describe_error(exc)
     )
+    key, params = (exc.key, exc.params) if isinstance(exc, Permanent) else (None, {})
     if is_transient(exc):
-        message = f"Database unreachable: {describe_db_error(exc)}"
+        message, key, params = f"Database unreachable: {describe_db_error(exc)}", None, {}
 
     async def write() -> Row | None:
         now = rt.clock()
@@ -239,8 +240,9 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
             wait = ledger_run.backoff(ex.row.attempts, s.retry_base_seconds, s.retry_max_seconds)
             retry_at = now + wait
         return await ledger_run.fail(
-            rt.pg, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
-        )
+            rt.pg, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at,
+            error_key=key, error_params=params,
+        )  # fmt: skip
 
     # The database may still be away: wait for it (the fence decides who records the end).
     # Meanwhile the task stays listed in this worker's registration, so a rescuer elsewhere

@@ -315,12 +315,22 @@ _RETRY = (
 
 @tracing.traced("taskdesk.finish")
 async def fail(
-    pg: Pg, task_id: int, execution_id: str, *, now: datetime, error: str, retry_at: datetime | None
+    pg: Pg,
+    task_id: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    error: str,
+    retry_at: datetime | None,
+    error_key: str | None = None,
+    error_params: dict[str, Any] | None = None,
 ) -> Row | None:
     """Re-arm for another round at `retry_at` while attempts remain, else FAILED; CANCELLED when
     a cancel was recorded meanwhile (the error is still kept).
 
-    `retry_at=None` means the error cannot succeed on retry: FAILED at once. A repeat after a
+    `retry_at=None` means the error cannot succeed on retry: FAILED at once. `error` is the
+    English; `error_key`/`error_params` the same as a desk.core.messages key, when it has one
+    (else none is kept: an earlier attempt's key never labels this error). A repeat after a
     lost reply matches nothing (the row left RUNNING); the dispatcher sends a re-armed row."""
     found = await pg.write(
         "UPDATE background_task SET "
@@ -329,7 +339,8 @@ async def fail(
         f" run = CASE WHEN {_RETRY} THEN run + 1 ELSE run END, "
         f" run_at = CASE WHEN {_RETRY} THEN CAST(%(retry_at)s AS timestamptz) ELSE run_at END, "
         f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END, "
-        " dispatched_at = NULL, lease_until = NULL, last_error = %(error)s, updated_at = %(now)s "
+        " dispatched_at = NULL, lease_until = NULL, last_error = %(error)s, "
+        " error_key = %(ekey)s, error_params = CAST(%(eparams)s AS jsonb), updated_at = %(now)s "
         "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
         f"RETURNING {COLUMNS}",
         {
@@ -337,6 +348,8 @@ async def fail(
             "eid": execution_id,
             "now": now,
             "error": error[:2000],
+            "ekey": error_key,
+            "eparams": json.dumps(error_params or {}),
             "retry_at": retry_at,
         },
     )

@@ -92,6 +92,8 @@ RESCUE = (
     "   || b.max_attempts || ').' "
     "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
     "   || b.max_attempts || ').' END, "
+    " error_key = CASE WHEN b.cancel_requested THEN b.error_key END, "
+    " error_params = CASE WHEN b.cancel_requested THEN b.error_params ELSE '{}'::jsonb END, "
     " dispatched_at = NULL, lease_until = NULL, updated_at = %(now)s "
     "FROM lost WHERE b.id = lost.id RETURNING b.*"
 )

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core.messages import message
 from desk.core.models import TaskStatus
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
@@ -77,9 +78,8 @@ async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[i
     sql, params = exports.count_sql(ex.task)
     total = int((await conn.execute(sa.text(sql), params)).scalar_one())
     if total > ex.rt.settings.export_max_rows:
-        raise Permanent(
-            f"{total:,} rows is more than the limit of {ex.rt.settings.export_max_rows:,}; narrow the filters."
-        )
+        limit = ex.rt.settings.export_max_rows
+        raise Permanent(message("export.too_many_rows", rows=total, limit=limit))
     sql, params = exports.bounds_sql(ex.task)
     params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
     ends = list((await conn.execute(sa.text(sql), params)).scalars())

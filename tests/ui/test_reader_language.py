@@ -14,6 +14,8 @@ from desk.ledger import run as ledger_run
 from desk.work import exports, reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
+from tests.factories import bulk_tickets
+from tests.helpers import export_over_the_limit
 from ui import i18n, texts
 
 ZH = i18n.catalog("zh_Hans")
@@ -109,6 +111,17 @@ async def test_an_import_cancelled_while_finishing_shows_its_counts_and_why(
     row = (await (await page_as(world.admin)).hx_get(f"/tasks/{task.id}")).text
     assert "新建 1，更新 0，未变 0，拒绝 0。" in row  # noqa: RUF001
     assert "在完成时被取消；已导入的行仍保留。" in row  # noqa: RUF001
+
+
+async def test_an_export_over_the_row_limit_says_why_in_chinese(page_as, world, rt) -> None:
+    await bulk_tickets(rt, world.team, world.customer, 1_200)
+    task_id = await export_over_the_limit(rt, world.staff, world.team, 1_000)
+    await _chinese(rt, world.staff)
+    row = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "1,204 行超过了 1,000 行的上限；请缩小筛选范围。" in row  # noqa: RUF001
+    assert "rows is more than" not in row
+    stored = await tasks.get_task(rt, world.staff, task_id)
+    assert stored.last_error.startswith("1,204 rows is more than the limit")  # English kept
 
 
 async def test_quota_message_speaks_chinese(page_as, world, rt) -> None:
