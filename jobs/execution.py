@@ -22,13 +22,13 @@ from typing import Any, TypeVar
 
 from desk.core import tracing
 from desk.core.db import describe_db_error, is_transient, retrying
-from desk.core.models import BackgroundTask
+from desk.core.models import BackgroundTask, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.run import Row
-from jobs.outcomes import Cancelled, DatabaseUnreachable, LostFence, Permanent
+from jobs.outcomes import Cancelled, CancelledAtFinish, DatabaseUnreachable, LostFence, Permanent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,6 +116,16 @@ class Execution:
         """Write progress (extends the lease). Raises Cancelled or LostFence: stop working."""
         await self._pulse(current=current, total=total, message=message)
         self.raise_if_stopped()
+
+    def finished(self, row: Row | None) -> Row:
+        """What a committed finish answered: the row it completed, or an outcome to raise —
+        LostFence (another execution owns the task) or CancelledAtFinish (a cancel recorded
+        before the finish won; the ledger discarded the result)."""
+        if row is None:
+            raise LostFence()
+        if row.status == TaskStatus.CANCELLED:
+            raise CancelledAtFinish()
+        return row
 
     def raise_if_stopped(self) -> None:
         if self.lost:
@@ -218,8 +228,9 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     message = (
         exc.message if isinstance(exc, Permanent | DatabaseUnreachable) else describe_error(exc)
     )
+    key, params = (exc.key, exc.params) if isinstance(exc, Permanent) else (None, {})
     if is_transient(exc):
-        message = f"Database unreachable: {describe_db_error(exc)}"
+        message, key, params = f"Database unreachable: {describe_db_error(exc)}", None, {}
 
     async def write() -> Row | None:
         now = rt.clock()
@@ -229,8 +240,9 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
             wait = ledger_run.backoff(ex.row.attempts, s.retry_base_seconds, s.retry_max_seconds)
             retry_at = now + wait
         return await ledger_run.fail(
-            rt.pg, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at
-        )
+            rt.pg, ex.task_id, ex.execution_id, now=now, error=message, retry_at=retry_at,
+            error_key=key, error_params=params,
+        )  # fmt: skip
 
     # The database may still be away: wait for it (the fence decides who records the end).
     # Meanwhile the task stays listed in this worker's registration, so a rescuer elsewhere
@@ -287,6 +299,9 @@ async def run_claimed(
         return "done"
     except Cancelled:
         await ledger_run.ack_cancel(rt.pg, ex.task_id, execution_id, now=rt.clock())
+        return "cancelled"
+    except CancelledAtFinish:
+        log.info("task %s: cancelled while finishing; its result was discarded", ex.task_id)
         return "cancelled"
     except LostFence:
         log.info(

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from desk.core.messages import Message
+
 
 class JobOutcome(Exception):
     """The task ended early."""
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | Message | None = None) -> None:
+        # A `Message` keeps its key and figures beside the English, for the reader's language.
+        self.key: str | None = None
+        self.params: dict[str, Any] = {}
+        if isinstance(message, Message):
+            self.key, self.params, message = message.key, message.params, message.text
         self.message = message or (type(self).__doc__ or "").strip()
         super().__init__(self.message)
 
@@ -21,6 +30,10 @@ class Permanent(JobOutcome):
 
 class Cancelled(JobOutcome):
     """Cancelled on request."""
+
+
+class CancelledAtFinish(JobOutcome):
+    """Cancelled while finishing: the finish found the cancel and discarded the result."""
 
 
 class LostFence(JobOutcome):

@@ -151,7 +151,14 @@ class Task:
     progress_message: str
     attempts: int
     max_attempts: int
-    last_error: str | None
+    last_error: str | None = strawberry.field(
+        description="Why the last attempt failed, in English (a stable sentence)."
+    )
+    last_error_key: str | None = strawberry.field(
+        description="`lastError` as a stable key (e.g. export.too_many_rows) for translating it, "
+        "when it has one; its figures are in `lastErrorParams`."
+    )
+    last_error_params: dict[str, Any] = strawberry.field(graphql_type=JSON)
     note: str
     run_at: datetime
     dispatched_at: datetime | None = strawberry.field(
@@ -192,6 +199,8 @@ class Task:
             attempts=t.attempts,
             max_attempts=t.max_attempts,
             last_error=t.last_error,
+            last_error_key=t.error_key,
+            last_error_params=t.error_params or {},
             note=t.note,
             run_at=t.run_at,
             dispatched_at=t.dispatched_at,

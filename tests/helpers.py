@@ -20,6 +20,7 @@ import httpx
 from desk.console import task_admin
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
+from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 
@@ -56,6 +57,15 @@ async def run_task(rt: Runtime, task_id: int) -> None:
     """What a worker does with the task's message, in this process."""
     row = await task_admin.get(rt, task_id)
     assert await execute(rt, registry(), task_id, row.run) == "done"
+
+
+async def export_over_the_limit(rt: Runtime, user_id: int, team_id: int, limit: int) -> int:
+    """An export of every ticket of the team, run here with EXPORT_MAX_ROWS at `limit` (below
+    the team's count): it fails at once. Returns its id."""
+    task = await tasks.create_export(rt, user_id, team_id, {})
+    rt.settings = rt.settings.model_copy(update={"export_max_rows": limit})
+    assert await execute(rt, registry(), task.id or 0, task.run) == "failed"
+    return task.id or 0
 
 
 def settings_env(settings: Settings, **overrides: object) -> dict[str, str]:

@@ -63,6 +63,7 @@ def environment(locale: str) -> Environment:
     env.filters["tojson_attr"] = lambda v: json.dumps(v, separators=(",", ":"))
     env.filters["n"] = partial(texts.number, locale)
     env.globals["say"] = partial(texts.say, catalog, locale)
+    env.globals["error_title"] = partial(texts.error_title, catalog)
     env.globals["describe_export"] = partial(texts.describe_export, catalog, locale)
     env.globals["new_key"] = lambda: uuid.uuid4().hex
     env.globals["row_version"] = polling.row_version

@@ -73,6 +73,28 @@ def say(
         return fallback or ""
 
 
+def error_title(cat: Catalog, key: str | None, params: dict[str, Any] | None, fallback: str) -> str:
+    """The title of a group of failures (desk.console.failures) whose newest error has a message
+    key: its template in the reader's language with the figures left out, as the grouping leaves
+    them out ("N rows is more than the limit of N; …"). `fallback`, the grouped English, else."""
+    template = messages.TEMPLATES.get(key or "")
+    if template is None:
+        return fallback
+    params = params or {}
+    form = messages.pick_form(template, params)
+    # A group counts many: the plural form.
+    text = cat.ngettext(form[0], form[1], 2) if isinstance(form, tuple) else cat.gettext(form)
+    blanks = {k: "N" if _is_number(v) else "…" for k, v in params.items()}
+    try:
+        return text % blanks
+    except (KeyError, ValueError, TypeError):  # a translation that lost a placeholder
+        return fallback
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def describe_export(cat: Catalog, locale: str, raw: dict[str, Any]) -> str:
     """An export's filters in words, in the reader's language ("All urgent tickets")."""
     try:

@@ -2,8 +2,11 @@
 or cancel one task, retry or cancel a whole group.
 
 An error is normalised by replacing quoted text and numbers, so "row 17 is bad" and "row 912 is
-bad" are one group. The actions go through `desk.ledger.accept` (retry, cancel) one row at a time, each
-in a savepoint so one task that cannot move (an identical task is active) does not stop the rest.
+bad" are one group; a number is one N however it is written ("1,000,000", "2.5"), so the
+title stays readable. A group also carries its newest error's message key and figures, when it
+has one, for the reader's language (ui.texts.error_title). The actions go through
+`desk.ledger.accept` (retry, cancel) one row at a time, each in a savepoint so one task that
+cannot move (an identical task is active) does not stop the rest.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,7 +30,7 @@ from desk.work.tasks import kick
 
 NORMALISED = (
     "regexp_replace(regexp_replace(left(b.last_error, 400), "
-    "'''[^'']*''|\"[^\"]*\"', '…', 'g'), '[0-9]+', 'N', 'g')"
+    "'''[^'']*''|\"[^\"]*\"', '…', 'g'), '[0-9]+([.,][0-9]+)*', 'N', 'g')"
 )
 # A group: tasks that failed for good, and tasks waiting to retry after an error.
 IN_GROUPS = "b.last_error IS NOT NULL AND (b.status = 'FAILED' OR (b.status = 'WAITING' AND b.attempts > 0))"
@@ -43,6 +47,8 @@ class Group:
     last_seen: datetime
     sample_id: int
     sample: str
+    sample_key: str | None  # the newest error as a message key, when it has one
+    sample_params: dict[str, Any]
     max_id: int
 
     @property
@@ -60,8 +66,11 @@ async def groups(rt: Runtime, scope: Scope, *, limit: int = 100) -> list[Group]:
                 " count(*) FILTER (WHERE status = 'WAITING') AS retrying, "
                 " array_agg(DISTINCT kind) AS kinds, min(seen) AS first_seen, "
                 " max(seen) AS last_seen, max(id) AS sample_id, max(id) AS max_id, "
-                " (array_agg(last_error ORDER BY id DESC))[1] AS sample "
-                f"FROM (SELECT b.id, b.kind, b.status, b.last_error, {NORMALISED} AS n, "
+                " (array_agg(last_error ORDER BY id DESC))[1] AS sample, "
+                " (array_agg(error_key ORDER BY id DESC))[1] AS sample_key, "
+                " (array_agg(error_params ORDER BY id DESC))[1] AS sample_params "
+                "FROM (SELECT b.id, b.kind, b.status, b.last_error, b.error_key, b.error_params, "
+                f"  {NORMALISED} AS n, "
                 "  coalesce(b.finished_at, b.updated_at) AS seen FROM background_task b "
                 f"  WHERE {IN_GROUPS} AND {where}) f "
                 "GROUP BY n ORDER BY count(*) DESC, max(id) DESC LIMIT :lim"

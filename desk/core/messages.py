@@ -1,7 +1,7 @@
 """Server-written text as data: a stable key, its parameters, and the English it reads as.
 
 The desk and the worker write texts people read later (a result summary, a skip reason, a quota
-message, a reminder's notification). Each is recorded twice: the English sentence (the stable
+message, a reminder's notification, a task's failure reason). Each is recorded twice: the English sentence (the stable
 `message` API clients and logs see) and a key with its parameters, so each face renders it in
 its reader's language with numbers and times formatted for them (`ui.i18n` for the pages).
 
@@ -21,6 +21,12 @@ Template = str | tuple[str, str, str]
 
 TEMPLATES: dict[str, Template] = {
     "export.done": ("%(rows)s row exported.", "%(rows)s rows exported.", "rows"),
+    "export.too_many_rows": "%(rows)s rows is more than the limit of %(limit)s; narrow the filters.",
+    # A finish that found a cancel recorded before it (desk.ledger.finish).
+    "export.cancelled_at_finish": "Cancelled while finishing; the file was discarded.",
+    "import.cancelled_at_finish": "Cancelled while finishing; the rows already imported stay.",
+    "reminder.cancelled_at_finish": "Cancelled while finishing; nobody was reminded.",
+    "noop.cancelled_at_finish": "Cancelled while finishing.",
     "import.done": (
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),

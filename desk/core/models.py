@@ -266,7 +266,11 @@ class BackgroundTask(SQLModel, table=True):
     )
     attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     max_attempts: int = Field(default=5, sa_column_kwargs={"server_default": "5"})
-    last_error: str | None = Field(default=None)
+    last_error: str | None = Field(default=None)  # stable English
+    error_key: str | None = Field(default=None, max_length=100)  # desk.core.messages key
+    error_params: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False, server_default="{}")
+    )
     cancel_requested: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
     run: int = Field(default=1, sa_column_kwargs={"server_default": "1"})

@@ -30,6 +30,8 @@ class TaskRow:
     attempts: int
     max_attempts: int
     last_error: str | None
+    error_key: str | None
+    error_params: dict[str, Any]
     note: str
     run_at: datetime
     created_at: datetime

@@ -81,7 +81,12 @@ async def lock_team(db: Db, team_id: int) -> None:
 
 
 async def get(db: Db, task_id: int, *, lock: bool = False) -> BackgroundTask | None:
-    return await _task(db, GET + (" FOR UPDATE" if lock else ""), {"id": task_id})
+    """The row; with `lock`, held against other changes of it until the caller commits.
+
+    NO KEY UPDATE, not UPDATE: a running export's chunk transaction holds a key-share lock on
+    its task row (the chunks' foreign key) until every chunk is stored, and FOR UPDATE would wait
+    for it — a cancel during an export would be recorded only once the whole file was built."""
+    return await _task(db, GET + (" FOR NO KEY UPDATE" if lock else ""), {"id": task_id})
 
 
 async def active_in_scope(db: Db, kind: str, team_id: int, scope_key: str) -> BackgroundTask | None:

@@ -26,6 +26,7 @@ from typing import Any
 from desk.core import locks, metrics, tracing
 from desk.core.pg import Pg
 from desk.core.rows import TaskRow, columns_of
+from desk.ledger.finish import CANCEL_SAYS, finish_columns
 from desk.ledger.lanes import lane_of
 from desk.ledger.sends import FULL_TEAMS
 from desk.ledger.sql import Db, rows
@@ -221,19 +222,32 @@ async def pulse(
     return _pulse(await rows(db, _PROGRESS, params))
 
 
-# A repeat by the same execution after its commit (the reply lost) matches no RUNNING row; the
-# second branch then answers with the row it completed (same snapshot: never both).
+# One statement decides and keeps the fence: a finish that turns CANCELLED also deletes the
+# task's stored output (an export's chunks), so nothing of it can be downloaded. A repeat by the
+# same execution after its commit (the reply lost) matches no RUNNING row; the second branch then
+# answers with the row it completed (same snapshot: never both). A repeat of a finish that turned
+# CANCELLED answers nothing: the caller discards its work, as the cancel asks.
 _FINISH = (
-    "WITH done AS (UPDATE background_task SET status = 'COMPLETED', progress = 1, "
-    " result_summary = %(summary)s, summary_key = %(skey)s, "
-    " summary_params = CAST(%(sparams)s AS jsonb), "
-    " progress_current = coalesce(%(cur)s, progress_current), "
+    "WITH done AS (UPDATE background_task SET "
+    + finish_columns(
+        {
+            "result_summary": "%(summary)s",
+            "summary_key": "%(skey)s",
+            "summary_params": "CAST(%(sparams)s AS jsonb)",
+            "result_skipped": "CAST(%(skipped)s AS boolean)",
+            "expires_at": "CAST(%(expires)s AS timestamptz)",
+            "result_bytes": "CAST(%(bytes)s AS bigint)",
+        },
+        "CAST(%(cancel_says)s AS jsonb)",
+    )
+    + ", progress_current = coalesce(%(cur)s, progress_current), "
     " progress_message = coalesce(%(msg)s, progress_message), "
-    " stats = coalesce(CAST(%(stats)s AS jsonb), stats), result_skipped = %(skipped)s, "
-    " expires_at = %(expires)s, result_bytes = %(bytes)s, finished_at = %(now)s, "
-    " lease_until = NULL, updated_at = %(now)s "
+    " stats = coalesce(CAST(%(stats)s AS jsonb), stats), "
+    " finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s "
     " WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
-    f" RETURNING {COLUMNS}) "
+    f" RETURNING {COLUMNS}), "
+    "dropped AS (DELETE FROM task_result_chunk c USING done "
+    " WHERE c.task_id = done.id AND done.status = 'CANCELLED') "
     "SELECT * FROM done UNION ALL "
     f"SELECT {COLUMNS} FROM background_task "
     "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'COMPLETED'"
@@ -267,6 +281,7 @@ def _finish_params(
         "cur": current,
         "msg": message,
         "stats": json.dumps(stats) if stats is not None else None,
+        "cancel_says": CANCEL_SAYS,
     }
 
 
@@ -274,9 +289,11 @@ def _finish_params(
 async def complete(
     db: Db, task_id: int, execution_id: str, *, now: datetime, **fields: Any
 ) -> Row | None:
-    """COMPLETED if this execution still holds the fence; None means: discard quietly. One
-    autocommit statement on `rt.pg`, or inside the caller's transaction with the side effects it
-    commits. Fields as `_finish_params`."""
+    """COMPLETED if this execution still holds the fence, or CANCELLED (its stored output
+    deleted, `CANCELLED_AT_FINISH` as its summary) when a cancel was recorded before it; None
+    means: discard quietly. One autocommit statement on `rt.pg`, or inside the caller's
+    transaction with the side effects it commits, which it writes only for a COMPLETED row.
+    Fields as `_finish_params`."""
     params = _finish_params(task_id, execution_id, now, **fields)
     return metrics.ended(_row(await rows(db, _FINISH, params)))
 
@@ -287,24 +304,42 @@ def backoff(attempts: int, base: float, cap: float, rng: random.Random | None = 
     return timedelta(seconds=raw * (0.5 + 0.5 * (rng or random).random()))
 
 
-_RETRY = "(CAST(%(retry_at)s AS timestamptz) IS NOT NULL AND attempts < max_attempts)"
+# A cancel recorded before the failure is honoured as the rescuer honours it: CANCELLED, no
+# further round (a re-armed row would wait for ever: no claim takes a cancelled row).
+_RETRY = (
+    "(CAST(%(retry_at)s AS timestamptz) IS NOT NULL AND attempts < max_attempts "
+    " AND NOT cancel_requested)"
+)
 
 
 @tracing.traced("taskdesk.finish")
 async def fail(
-    pg: Pg, task_id: int, execution_id: str, *, now: datetime, error: str, retry_at: datetime | None
+    pg: Pg,
+    task_id: int,
+    execution_id: str,
+    *,
+    now: datetime,
+    error: str,
+    retry_at: datetime | None,
+    error_key: str | None = None,
+    error_params: dict[str, Any] | None = None,
 ) -> Row | None:
-    """Re-arm for another round at `retry_at` while attempts remain, else FAILED.
+    """Re-arm for another round at `retry_at` while attempts remain, else FAILED; CANCELLED when
+    a cancel was recorded meanwhile (the error is still kept).
 
-    `retry_at=None` means the error cannot succeed on retry: FAILED at once. A repeat after a
+    `retry_at=None` means the error cannot succeed on retry: FAILED at once. `error` is the
+    English; `error_key`/`error_params` the same as a desk.core.messages key, when it has one
+    (else none is kept: an earlier attempt's key never labels this error). A repeat after a
     lost reply matches nothing (the row left RUNNING); the dispatcher sends a re-armed row."""
     found = await pg.write(
         "UPDATE background_task SET "
-        f" status = CASE WHEN {_RETRY} THEN 'WAITING' ELSE 'FAILED' END, "
+        " status = CASE WHEN cancel_requested THEN 'CANCELLED' "
+        f"  WHEN {_RETRY} THEN 'WAITING' ELSE 'FAILED' END, "
         f" run = CASE WHEN {_RETRY} THEN run + 1 ELSE run END, "
         f" run_at = CASE WHEN {_RETRY} THEN CAST(%(retry_at)s AS timestamptz) ELSE run_at END, "
         f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END, "
-        " dispatched_at = NULL, lease_until = NULL, last_error = %(error)s, updated_at = %(now)s "
+        " dispatched_at = NULL, lease_until = NULL, last_error = %(error)s, "
+        " error_key = %(ekey)s, error_params = CAST(%(eparams)s AS jsonb), updated_at = %(now)s "
         "WHERE id = %(id)s AND execution_id = %(eid)s AND status = 'RUNNING' "
         f"RETURNING {COLUMNS}",
         {
@@ -312,6 +347,8 @@ async def fail(
             "eid": execution_id,
             "now": now,
             "error": error[:2000],
+            "ekey": error_key,
+            "eparams": json.dumps(error_params or {}),
             "retry_at": retry_at,
         },
     )

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import metrics, tracing
 from desk.core.models import BackgroundTask
+from desk.ledger.finish import CANCEL_SAYS, finish_columns
 from desk.ledger.run import COLUMNS, Row
 from desk.ledger.sql import Db, execute, one, rows
 
@@ -31,13 +32,23 @@ class Ending:
     summary_params: dict[str, Any] | None = None
 
 
-# Only rows whose fence still holds change. A repeat after a lost reply matches nothing: its rows
-# are already COMPLETED.
+# Only rows whose fence still holds change; each ends as `desk.ledger.run.complete` would:
+# CANCELLED, with its kind's CANCELLED_AT_FINISH, when a cancel was recorded before it. A repeat
+# after a lost reply matches nothing: its rows have already ended.
 _COMPLETE_MANY = (
-    "UPDATE background_task b SET status = 'COMPLETED', progress = 1, "
-    " result_summary = u.summary, result_skipped = u.skipped, summary_key = u.skey, "
-    " summary_params = CAST(u.sparams AS jsonb), expires_at = NULL, result_bytes = NULL, "
-    " finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s "
+    "UPDATE background_task b SET "
+    + finish_columns(
+        {
+            "result_summary": "u.summary",
+            "summary_key": "u.skey",
+            "summary_params": "CAST(u.sparams AS jsonb)",
+            "result_skipped": "u.skipped",
+            "expires_at": "CAST(NULL AS timestamptz)",
+            "result_bytes": "CAST(NULL AS bigint)",
+        },
+        "CAST(%(cancel_says)s AS jsonb)",
+    )
+    + ", finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s "
     "FROM unnest(CAST(%(ids)s AS bigint[]), CAST(%(eids)s AS text[]), CAST(%(sums)s AS text[]), "
     " CAST(%(skips)s AS boolean[]), CAST(%(skeys)s AS text[]), CAST(%(sparams)s AS text[])) "
     " AS u(id, eid, summary, skipped, skey, sparams) "
@@ -50,7 +61,7 @@ _COMPLETE_MANY = (
 async def complete_many(db: Db, endings: list[Ending], *, now: datetime) -> list[Row]:
     """`desk.ledger.run.complete` for many rows in one statement: one autocommit statement on
     `rt.pg` (a batch of plain NOOPs), or in the caller's transaction, which writes side effects
-    for the returned rows alone (a batch of reminders' notifications)."""
+    for the returned COMPLETED rows alone (a batch of reminders' notifications)."""
     params = {
         "ids": [e.task_id for e in endings],
         "eids": [e.execution_id for e in endings],
@@ -58,6 +69,7 @@ async def complete_many(db: Db, endings: list[Ending], *, now: datetime) -> list
         "skips": [e.skipped for e in endings],
         "skeys": [e.summary_key for e in endings],
         "sparams": [json.dumps(e.summary_params or {}) for e in endings],
+        "cancel_says": CANCEL_SAYS,
         "now": now,
     }
     return [metrics.ended(Row(**r)) for r in await rows(db, _COMPLETE_MANY, params)]
@@ -80,6 +92,8 @@ RESCUE = (
     "   || b.max_attempts || ').' "
     "   ELSE 'The worker running this task stopped responding (attempt ' || b.attempts || ' of ' "
     "   || b.max_attempts || ').' END, "
+    " error_key = CASE WHEN b.cancel_requested THEN b.error_key END, "
+    " error_params = CASE WHEN b.cancel_requested THEN b.error_params ELSE '{}'::jsonb END, "
     " dispatched_at = NULL, lease_until = NULL, updated_at = %(now)s "
     "FROM lost WHERE b.id = lost.id RETURNING b.*"
 )

@@ -25,12 +25,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core.messages import message
+from desk.core.models import TaskStatus
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.people import access
 from desk.work import exports
 from jobs.execution import Execution
-from jobs.outcomes import LostFence, Permanent
+from jobs.outcomes import Permanent
 
 ROWS_PER_CHUNK = 8000  # ~1.1 MB of CSV with typical titles
 WRITERS = 2  # at most: a second writer only while a second build slot is free
@@ -76,9 +78,8 @@ async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[i
     sql, params = exports.count_sql(ex.task)
     total = int((await conn.execute(sa.text(sql), params)).scalar_one())
     if total > ex.rt.settings.export_max_rows:
-        raise Permanent(
-            f"{total:,} rows is more than the limit of {ex.rt.settings.export_max_rows:,}; narrow the filters."
-        )
+        limit = ex.rt.settings.export_max_rows
+        raise Permanent(message("export.too_many_rows", rows=total, limit=limit))
     sql, params = exports.bounds_sql(ex.task)
     params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
     ends = list((await conn.execute(sa.text(sql), params)).scalars())
@@ -184,6 +185,8 @@ async def process(ex: Execution) -> None:
             current=rows,
             message=f"{rows:,} / {rows:,} rows",
         )
-        if done is None:
-            raise LostFence()
-        await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+        if done is not None and done.status == TaskStatus.COMPLETED:
+            await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+    # Turned CANCELLED (a cancel recorded after the last progress write): the same statement
+    # deleted the stored CSV.
+    ex.finished(done)

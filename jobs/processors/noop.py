@@ -13,7 +13,7 @@ from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.run import Row
 from jobs.execution import Execution
-from jobs.outcomes import LostFence, Permanent
+from jobs.outcomes import Permanent
 
 
 class ScriptedFailure(RuntimeError):
@@ -55,5 +55,4 @@ async def process(ex: Execution) -> None:
             summary_key="noop.done",
         )
     )
-    if done is None:
-        raise LostFence()
+    ex.finished(done)

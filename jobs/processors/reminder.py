@@ -9,6 +9,7 @@ message arrives or whichever worker dies mid-batch (its rows are rescued and fir
 from __future__ import annotations
 
 from desk.core.messages import message
+from desk.core.models import TaskStatus
 from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.ledger import upkeep as ledger_upkeep
@@ -19,7 +20,8 @@ from jobs.outcomes import LostFence
 
 
 async def fire_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
-    """Fire claimed reminders (task, execution id); returns the ids this call completed."""
+    """Fire claimed reminders (task, execution id); returns the ids this call ended. A reminder
+    whose cancel was recorded before the finish ends CANCELLED and notifies nobody."""
     ids = [task.id or 0 for task, _ in claimed]
     async with rt.engine.begin() as conn:
         firings = await reminder_firing.decide_many(conn, ids)
@@ -36,7 +38,7 @@ async def fire_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
             (user, task.team_id, task.id or 0, "REMINDER", f.text, f.link)
             for task in done
             for f in [firings[task.id or 0]]
-            if not f.skipped and f.text is not None
+            if task.status == TaskStatus.COMPLETED and not f.skipped and f.text is not None
             for user in f.recipients
         ]
         await notifications.insert_rows(conn, rows)

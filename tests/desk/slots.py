@@ -50,3 +50,14 @@ async def hold(settings: Settings, held: range) -> psycopg.AsyncConnection:
     for s in held:
         await other.execute("SELECT pg_advisory_lock(%s, %s)", (exports.SLOT_LOCK, s))
     return other
+
+
+_IN_QUEUE = f"""SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+    FROM pg_locks WHERE locktype = 'advisory' AND {_HERE} AND classid = {exports.QUEUE_LOCK}
+    AND mode = 'ExclusiveLock'"""
+
+
+async def queue(settings: Settings) -> tuple[int, int]:
+    """(writers first in line for a slot, writers waiting behind them)."""
+    first, behind = (await _rows(settings, _IN_QUEUE))[0]
+    return first, behind

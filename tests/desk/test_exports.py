@@ -13,7 +13,8 @@ from desk.work import tasks
 from jobs import pruner
 from jobs.execution import execute
 from jobs.processors import registry
-from tests.factories import add_ticket
+from tests.factories import add_ticket, bulk_tickets
+from tests.helpers import export_over_the_limit
 
 
 async def _export(rt, user, team, filters):
@@ -159,3 +160,15 @@ async def test_staff_demoted_to_customer_gets_only_their_own_tickets(rt, world):
     assert await execute(rt, registry(), task.id, task.run) == "done"
     _, rows = await _csv(rt, world.staff, task.id)
     assert [int(r[0]) for r in rows[1:]] == [mine]
+
+
+async def test_an_export_over_the_row_limit_fails_at_once_with_a_keyed_reason(rt, world):
+    await bulk_tickets(rt, world.team, world.customer, 1_200)
+    task_id = await export_over_the_limit(rt, world.staff, world.team, 1_000)
+    row = await tasks.get_task(rt, world.staff, task_id)
+    assert (row.status, row.attempts) == ("FAILED", 1)
+    assert row.last_error == "1,204 rows is more than the limit of 1,000; narrow the filters."
+    assert (row.error_key, row.error_params) == (
+        "export.too_many_rows",
+        {"rows": 1204, "limit": 1000},
+    )

@@ -96,6 +96,40 @@ async def test_fail_rearms_with_next_run_until_attempts_run_out(rt, world, clock
     assert final.finished_at == clock()
 
 
+async def test_an_error_keeps_its_message_key_only_while_it_is_the_last_error(rt, world, clock):
+    task = await _noop(rt, world)
+    await _claim(rt, task)
+    keyed = await ledger_run.fail(
+        rt.pg, task.id, "e1", now=clock(), error="5 rows is more than the limit of 2; narrow the filters.",
+        retry_at=clock(), error_key="export.too_many_rows", error_params={"rows": 5, "limit": 2},
+    )  # fmt: skip
+    assert (keyed.error_key, keyed.error_params) == (
+        "export.too_many_rows",
+        {"rows": 5, "limit": 2},
+    )
+    await _claim(rt, keyed, "e2")
+    plain = await ledger_run.fail(rt.pg, task.id, "e2", now=clock(), error="boom", retry_at=clock())
+    assert (plain.last_error, plain.error_key, plain.error_params) == ("boom", None, {})
+    await _claim(rt, plain, "e3")
+    await ledger_run.fail(
+        rt.pg,
+        task.id,
+        "e3",
+        now=clock(),
+        error="x",
+        retry_at=None,
+        error_key="export.too_many_rows",
+    )
+    async with rt.engine.begin() as conn:
+        await ledger.retry(conn, task.id, now=clock())
+    again = await _get(rt, task.id)
+    await _claim(rt, again, "e4")
+    clock.advance(31)
+    async with rt.engine.begin() as conn:
+        [rescued] = await ledger_upkeep.rescue(conn, now=clock(), limit=10)
+    assert "stopped responding" in rescued.last_error and rescued.error_key is None
+
+
 async def test_fail_without_retry_time_fails_at_once(rt, world, clock):
     task = await _noop(rt, world)
     await _claim(rt, task)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from desk.core.clock import utcnow
 from desk.helpdesk import tickets
-from desk.work import reminders
+from desk.work import reminders, tasks
 from jobs import rescuer
 from jobs.execution import claim_batch
 from jobs.processors.reminder import fire_many
@@ -93,6 +93,20 @@ async def test_a_worker_killed_mid_batch_is_rescued_without_duplicates(rt, world
     assert {r.status for r in await rows(rt, [fire.id, staff.id, resolved.id, stale.id])} == {
         "COMPLETED"
     }
+
+
+async def test_a_reminder_cancelled_once_claimed_ends_cancelled_and_reminds_nobody(
+    rt, world, clock
+):
+    fire, staff, _resolved, _stale = await _mixed(rt, world, clock)
+    claimed = await claim_batch(rt, fire.id, fire.run, limit=100)
+    asked = await tasks.cancel_task(rt, world.staff, fire.id)  # RUNNING: asked to stop
+    assert asked.status == "RUNNING" and asked.cancel_requested
+    assert {fire.id, staff.id} <= await fire_many(rt, claimed)
+    [row] = await rows(rt, [fire.id])
+    assert (row.status, row.summary_key) == ("CANCELLED", "reminder.cancelled_at_finish")
+    assert row.result_summary == "Cancelled while finishing; nobody was reminded."
+    assert await _notes(rt) == sorted([(staff.id, world.admin), (staff.id, world.staff)])
 
 
 @pytest.mark.slow

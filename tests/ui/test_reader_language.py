@@ -9,9 +9,13 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from desk.work import reminders, tasks
+from desk.imports import service as imports
+from desk.ledger import run as ledger_run
+from desk.work import exports, reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
+from tests.factories import bulk_tickets
+from tests.helpers import export_over_the_limit
 from ui import i18n, texts
 
 ZH = i18n.catalog("zh_Hans")
@@ -61,6 +65,63 @@ async def test_reminder_notification_and_its_toast_speak_chinese(page_as, world,
     assert "data-toast-close" in toast and 'aria-label="关闭此消息"' in toast
     row = (await page.hx_get(f"/tasks/{fired.id}")).text
     assert "已提醒处理人。" in row
+
+
+async def _cancelled_while_finishing(rt, world, clock) -> int:
+    task = await tasks.create_export(rt, world.staff, world.team, {})
+    lease = timedelta(seconds=30)
+    await ledger_run.claim(rt.pg, task.id, task.run, "e1", now=clock(), lease=lease)
+    await tasks.cancel_task(rt, world.staff, task.id)
+    said = exports.summary(4)
+    await ledger_run.complete(
+        rt.pg, task.id, "e1", now=clock(), summary=said.text, summary_key=said.key,
+        summary_params=said.params, expires_at=clock() + timedelta(hours=1), result_bytes=9,
+    )  # fmt: skip
+    return task.id
+
+
+async def test_a_row_cancelled_while_finishing_says_so_in_each_language(
+    page_as, world, rt, clock
+) -> None:
+    task_id = await _cancelled_while_finishing(rt, world, clock)
+    english = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "Cancelled while finishing; the file was discarded." in english
+    assert "Download CSV" not in english and "/download" not in english
+    await _chinese(rt, world.staff)
+    ZH.missing.clear()
+    row = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "在完成时被取消；文件已丢弃。" in row and "Cancelled while" not in row  # noqa: RUF001
+    assert "下载" not in row and "/download" not in row
+    assert ZH.missing == set()
+
+
+async def test_an_import_cancelled_while_finishing_shows_its_counts_and_why(
+    page_as, world, rt, clock
+) -> None:
+    data = b"external_id,title,status,priority,assignee_email,creator_email\nK-1,Kept,OPEN,LOW,,\n"
+    upload = await imports.store_upload(rt, world.admin, world.team, "k.csv", data)
+    task = await imports.start_import(rt, world.admin, world.team, upload.id, "create")
+    lease = timedelta(seconds=30)
+    await ledger_run.claim(rt.pg, task.id, task.run, "e1", now=clock(), lease=lease)
+    counts = {"created": 1, "updated": 0, "unchanged": 0, "rejected": 0}
+    await ledger_run.pulse(rt.pg, task.id, "e1", now=clock(), lease=lease, stats=counts)
+    await tasks.cancel_task(rt, world.admin, task.id)
+    await ledger_run.complete(rt.pg, task.id, "e1", now=clock(), summary="x", stats=counts)
+    await _chinese(rt, world.admin)
+    row = (await (await page_as(world.admin)).hx_get(f"/tasks/{task.id}")).text
+    assert "新建 1，更新 0，未变 0，拒绝 0。" in row  # noqa: RUF001
+    assert "在完成时被取消；已导入的行仍保留。" in row  # noqa: RUF001
+
+
+async def test_an_export_over_the_row_limit_says_why_in_chinese(page_as, world, rt) -> None:
+    await bulk_tickets(rt, world.team, world.customer, 1_200)
+    task_id = await export_over_the_limit(rt, world.staff, world.team, 1_000)
+    await _chinese(rt, world.staff)
+    row = (await (await page_as(world.staff)).hx_get(f"/tasks/{task_id}")).text
+    assert "1,204 行超过了 1,000 行的上限；请缩小筛选范围。" in row  # noqa: RUF001
+    assert "rows is more than" not in row
+    stored = await tasks.get_task(rt, world.staff, task_id)
+    assert stored.last_error.startswith("1,204 rows is more than the limit")  # English kept
 
 
 async def test_quota_message_speaks_chinese(page_as, world, rt) -> None:
