@@ -4,7 +4,7 @@ story, which worker claimed what, and the workers that vanished with work in han
 A worker's database connections carry its id in their `application_name`
 (`worker_application_name`), so the trigger knows who claimed a task without any ledger
 statement changing; a transaction pooler hands the name on to whichever server connection runs
-the transaction (a session setting would not survive it). Migration 0012 reads it back.
+the transaction (a session setting would not survive it). Migration 0013 reads it back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from desk.core.db import APPLICATION_NAME_MAX
 from desk.core.runtime import Runtime
 
-# A worker's connections are named this + its id; the trigger (migration 0012) takes the rest.
+# A worker's connections are named this + its id; the trigger (migration 0013) takes the rest.
 WORKER_APP_PREFIX = "taskdesk-worker "
 WORKER_ID_MAX = APPLICATION_NAME_MAX - len(WORKER_APP_PREFIX)
 

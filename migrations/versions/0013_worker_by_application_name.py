@@ -1,7 +1,7 @@
 """the task event log learns a worker's id from its connection's application_name
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-02 20:30:00
 
 A worker's connections are named `taskdesk-worker <id>` (desk/ledger/events.py). Before, the
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012"
-down_revision: str | Sequence[str] | None = "0011"
+revision: str = "0013"
+down_revision: str | Sequence[str] | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -43,7 +43,7 @@ def _rewrite(old: str, new: str) -> None:
             sa.text("SELECT pg_get_functiondef(CAST(:f AS regproc))"), {"f": name}
         ).scalar_one()
         if old not in source:
-            raise RuntimeError(f"{name}() does not read the worker as migration 0012 expects")
+            raise RuntimeError(f"{name}() does not read the worker as migration 0013 expects")
         op.execute(source.replace(old, new))
 
 
