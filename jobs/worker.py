@@ -285,7 +285,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     rt = await Runtime.open(
         settings,
         pool_size=pool,
-        pre_ping=False,
         application_name=events.worker_application_name(reg.worker_id),
     )
     procs = registry()

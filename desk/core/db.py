@@ -71,6 +71,8 @@ async def end_backend(conn: AsyncConnection) -> None:
     session held (advisory locks outlive a rollback) is freed; the pool then drops the
     connection. SQLAlchemy's `invalidate()` alone would only hand it back to the pool
     (`create_engine`), session and locks intact."""
+    if conn.invalidated:
+        return  # SQLAlchemy found it broken (a disconnect) and let it go: its backend is gone
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
     if driver is not None and not driver.closed:

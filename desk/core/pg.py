@@ -181,10 +181,11 @@ class Pg:
         autocommit again). While the database is known away, a connection of its own, which
         fails at once instead of waiting for the pool (and really closes).
 
-        With `ping_lent` (the web, the CLI) a borrowed connection is tried first, as SQLAlchemy's
-        pre-ping did: after a database restart the pool's idle connections are dead, and the
-        first transaction of each would fail. The worker does without: every transaction of its
-        runs again on a connection error (`retrying`, the ledger)."""
+        With `ping_lent` (every process by default) a borrowed connection is tried first, as
+        SQLAlchemy's pre-ping did: after a database restart the pool's idle connections are
+        dead, and the first transaction on each would fail (SQLAlchemy's own pool dropped them
+        all at the first such error; this pool does not know of SQLAlchemy's errors). A failed
+        try makes the pool check every idle connection."""
         if self._reach.down:
             kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
             conn = await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
