@@ -90,7 +90,9 @@ async def _load(
     wenv = env.worker_env(settings) | setup.PRODUCT_LIMITS
     with ExitStack() as stack:
         hosts, lb = await _start(stack, args, wenv, logs)
-        await wait_worker_ready(rt.redis, settings.queue_prefix, sum(args.counts))
+        await wait_worker_ready(
+            rt.redis, settings.queue_prefix, sum(args.counts), fleet.READY_WITHIN
+        )
         asked = await asyncio.to_thread(balancer.requests, lb.socket)
         clients = setup.start_clients(args, lb.url, people, wenv, logs, ("--timeline",))
         # The window starts with the clients' first request (they take a second or two to
@@ -131,6 +133,16 @@ async def _load(
     }
 
 
+async def _created(rt: Runtime, ids: list[int]) -> dict[int, float]:
+    """When each of these tasks was accepted (wall clock), to match it with a failed request."""
+    rows = await rt.pg.all(
+        "SELECT id, extract(epoch FROM created_at)::float8 AS t FROM background_task "
+        "WHERE id = ANY(%s)",
+        (ids,),
+    )
+    return {int(r["id"]): float(r["t"]) for r in rows}
+
+
 async def drill(
     args: argparse.Namespace, servers: env.Servers, db: tuple[str, str], logs: Path
 ) -> dict[str, Any]:
@@ -147,6 +159,7 @@ async def drill(
             stop.set()
             await sampling
         outcome["verify"] = await verify.verify(rt, team, outcome.pop("accepted_ids"))
+        outcome["strangers_created"] = await _created(rt, outcome["verify"]["strangers"])
         with servers.admin() as conn:
             row = conn.execute("SHOW max_connections").fetchone()
     names = [f"host{i + 1}" for i in range(args.hosts)]

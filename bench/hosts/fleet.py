@@ -21,6 +21,8 @@ from pathlib import Path
 from bench import procs
 from bench.web import OURS, Served, free_port, serve
 
+READY_WITHIN = 240.0
+
 
 @dataclass
 class Host:
@@ -61,8 +63,10 @@ def start(stack: ExitStack, name: str, base_env: dict[str, str], workers: int, l
         )
         for i, port in enumerate(ports)
     ]
+    # Seven processes start at once on a small shared machine: give each web more than 60 s.
+    web_env = base_env | {"PGAPPNAME": f"{name}-web"}
     web = stack.enter_context(
-        serve(OURS, base_env | {"PGAPPNAME": f"{name}-web"}, logs / f"{name}-web.log")
+        serve(OURS, web_env, logs / f"{name}-web.log", ready_within=READY_WITHIN)
     )
     return Host(name, web, procs_, ports)
 

@@ -80,7 +80,7 @@ async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
             sa.text("SELECT * FROM background_task WHERE team_id = :t ORDER BY id"), {"t": team}
         )
         ledger = [BackgroundTask(**r._mapping) for r in rows]
-        notified = dict(
+        notified: dict[int, int] = dict(
             (
                 await conn.execute(
                     sa.text(
