@@ -61,10 +61,15 @@ class Served:
 
 @contextmanager
 def serve(
-    factory: str, env: dict[str, str], log: Path, profile: Path | None = None, processes: int = 1
+    factory: str,
+    env: dict[str, str],
+    log: Path,
+    profile: Path | None = None,
+    processes: int = 1,
+    ready_within: float = 60,
 ) -> Iterator[Served]:
-    """Run `factory` under uvicorn; yields its base URL and pid once it answers (and profiles
-    it into `profile` while in use, when given)."""
+    """Run `factory` under uvicorn; yields its base URL and pid once it answers (within
+    `ready_within` seconds), and profiles it into `profile` while in use, when given."""
     port = free_port()
     args = [sys.executable, "-m", "uvicorn", factory, "--factory", "--host", "127.0.0.1"]
     args += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
@@ -75,7 +80,9 @@ def serve(
     proc = procs.Proc(args, env, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        procs.wait_until(lambda: _answers(base) or not proc.alive(), 60, f"{factory} on {port}")
+        procs.wait_until(
+            lambda: _answers(base) or not proc.alive(), ready_within, f"{factory} on {port}"
+        )
         if not proc.alive():
             raise RuntimeError(f"{factory} exited; see {log}")
         with recording(proc.pid, profile):

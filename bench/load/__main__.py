@@ -67,36 +67,12 @@ def _cpu(pids: dict[str, list[int]]) -> dict[str, float]:
     return {name: sum(procs.tree_cpu_seconds(p) for p in ps) for name, ps in pids.items()}
 
 
-def _start_clients(
-    args: argparse.Namespace,
-    base: str,
-    people: list[setup.Person],
-    wenv: dict[str, str],
-    logs: Path,
-) -> list[Any]:
-    share = -(-len(people) // args.clients)
-    clients = []
-    for i in range(args.clients):
-        path = logs / f"load-people{i}.json"
-        path.write_text(json.dumps(setup.people_json(people[i * share : (i + 1) * share])))
-        argv = ["--base", base, "--people", str(path), "--seconds", str(args.seconds)]
-        argv += ["--rate", str(args.rate / args.clients)]
-        clients.append(
-            procs.spawn_json("bench.load.client", argv, wenv, logs / f"load-client{i}.log")
-        )
-    return clients
-
-
 async def drill(
     args: argparse.Namespace, servers: env.Servers, db_url: str, logs: Path
 ) -> dict[str, Any]:
     # The product's default quotas and rate limits apply here (unlike the micro-benchmarks).
     settings = env.settings_for(db_url, servers.redis_url, env.new_prefix("load"))
-    wenv = env.worker_env(settings) | {
-        "EXPORT_MAX_PER_HOUR": "20",
-        "EXPORT_MAX_ACTIVE_PER_USER": "3",
-        "MUTATION_RATE_PER_MINUTE": "120",
-    }
+    wenv = env.worker_env(settings) | setup.PRODUCT_LIMITS
     async with runtime(settings) as rt:
         team, people = await setup.prepare(rt, args.people, args.tickets, logs / "seed.log")
         with ExitStack() as stack:
@@ -110,7 +86,7 @@ async def drill(
             )
             for i, w in enumerate(workers):
                 stack.enter_context(recording(w.pid, _spy(args, logs, f"worker{i}")))
-            clients = _start_clients(args, web.url, people, wenv, logs)
+            clients = setup.start_clients(args, web.url, people, wenv, logs)
             pids = {
                 "web": [web.pid],
                 "workers": [w.pid for w in workers],

@@ -8,7 +8,10 @@ the answer's `X-Poll-In` (the rows' schedule, at least every 5 s); a 503 or 429 
 `Retry-After`; a failed request backs off 2, 4, 8 … s. Tasks started elsewhere reach the page
 through the list. New tasks — exports and reminders in turn — are started through GraphQL at a
 fixed rate over this process's share of the people, whatever the answers take (open loop).
-Prints one JSON line.
+A 503 without `Retry-After` is not the app's refusal (its 503s always carry one) but a proxy's
+"no server answered": it counts as a failed request. With `--timeline`, every request's start
+(wall clock), kind, status, duration and outcome are kept too (bench/hosts splits them at the
+moment it kills a host). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class Tally:
     finished_seen: set[int] = field(default_factory=set)
     first_error: str = ""
     error_kinds: Counter[str] = field(default_factory=Counter)
+    # (wall-clock start, kind, status or 0 for a failed request, ms, "s"erved/"r"efused/"e"rror)
+    timeline: list[tuple[float, str, int, float, str]] = field(default_factory=list)
 
 
 class Sim:
@@ -123,17 +128,32 @@ class Sim:
 
     async def _call(self, kind: str, request: Any) -> Response | None:
         """The answer, or None after a failed request; a 503/429 is an answer (a refusal)."""
-        began = time.perf_counter()
+        began, wall = time.perf_counter(), time.time()
         try:
             r: Response = await request
         except HTTPError as exc:
             self._error(kind, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            self._mark(wall, kind, 0, began, "e")
+            return None
+        if r.status_code == 503 and "retry-after" not in r.headers:
+            self._error(kind, "503 without Retry-After: no server answered (a proxy's)")
+            self._mark(wall, kind, r.status_code, began, "e")
             return None
         self.tally.latency[kind].append((time.perf_counter() - began) * 1000)
         self.tally.statuses[kind][r.status_code] += 1
-        if r.status_code >= 400 and r.status_code not in (429, 503):
+        outcome = "s"
+        if r.status_code in (429, 503):
+            outcome = "r"
+        elif r.status_code >= 400:
+            outcome = "e"
             self._error(kind, f"{r.status_code}: {r.text[:200]}")
+        self._mark(wall, kind, r.status_code, began, outcome)
         return r
+
+    def _mark(self, wall: float, kind: str, status: int, began: float, outcome: str) -> None:
+        if self.args.timeline:
+            ms = (time.perf_counter() - began) * 1000
+            self.tally.timeline.append((round(wall, 3), kind, status, round(ms, 2), outcome))
 
     def _error(self, kind: str, what: str) -> None:
         self.tally.errors[kind] += 1
@@ -245,6 +265,7 @@ class Sim:
             "kinds": t.kinds,
             "attached": t.attached,
             "finished_seen": len(set(t.accepted) & t.finished_seen),
+            "timeline": t.timeline,
         }
 
 
@@ -257,6 +278,7 @@ def main() -> None:
     p.add_argument("--offset", type=int, default=0, help="first task number (alternates kinds)")
     p.add_argument("--grace", type=float, default=60)
     p.add_argument("--connections", type=int, default=100)
+    p.add_argument("--timeline", action="store_true", help="keep every request's time and answer")
     args = p.parse_args()
     with open(args.people) as f:
         people = [Person(**d) for d in json.load(f)]

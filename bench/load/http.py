@@ -48,6 +48,7 @@ class Client:
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.timeout = timeout
         self._idle: list[tuple[Conn, float]] = []  # with when each went idle (monotonic)
+        self._last: dict[int, int] = {}  # id of an idle connection's writer -> its last status
         self._slots = asyncio.Semaphore(connections)
 
     async def request(
@@ -69,8 +70,9 @@ class Client:
     async def _attempt(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Response:
-        conn = self._idle.pop()[0] if self._idle else None
+        conn, idle_since = self._idle.pop() if self._idle else (None, 0.0)
         fresh = conn is None
+        last = self._last.pop(id(conn[1]), 0) if conn else 0
         try:
             if conn is None:
                 conn = await asyncio.open_connection(self.host, self.port)
@@ -81,17 +83,24 @@ class Client:
             if conn is not None:
                 conn[1].close()
             stale = not fresh and isinstance(exc, (asyncio.IncompleteReadError, OSError))
-            raise HTTPError(f"{type(exc).__name__}: {exc}", stale=stale) from exc
+            idle = time.monotonic() - idle_since
+            on = "a new connection" if fresh else f"a connection idle {idle:.0f} s after a {last}"
+            if conn is not None:
+                on += f" (port {(conn[1].get_extra_info('sockname') or ('', 0))[1]})"
+            raise HTTPError(f"{type(exc).__name__} on {on}: {exc}", stale=stale) from exc
         if response.headers.get("connection", "").lower() == "close":
             conn[1].close()
         else:
             self._idle.append((conn, time.monotonic()))
+            self._last[id(conn[1])] = response.status_code
         return response
 
     def _expire(self) -> None:
         cutoff = time.monotonic() - IDLE_EXPIRY
         while self._idle and self._idle[0][1] < cutoff:  # the oldest first: LIFO reuse
-            self._idle.pop(0)[0][1].close()
+            writer = self._idle.pop(0)[0][1]
+            self._last.pop(id(writer), None)
+            writer.close()
 
     async def get(self, path: str, headers: dict[str, str]) -> Response:
         return await self.request("GET", path, headers)
@@ -132,7 +141,7 @@ class Client:
 
 
 async def _chunked(reader: asyncio.StreamReader) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
         if size == 0:

@@ -35,7 +35,7 @@ def _statuses(clients: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _traffic(args: argparse.Namespace, clients: list[dict[str, Any]]) -> list[str]:
+def traffic(args: argparse.Namespace, clients: list[dict[str, Any]]) -> list[str]:
     latency = _merge(clients, "latency")
     errors = _merge(clients, "errors")
     statuses = _statuses(clients)
@@ -73,7 +73,7 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
     lines = [
         f"load drill: {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s, "
         f"{args.workers} workers, {args.web} web process(es)",
-        *_traffic(args, clients),
+        *traffic(args, clients),
     ]
     kinds = _merge(clients, "error_kinds")
     for what, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:

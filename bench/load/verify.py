@@ -43,7 +43,8 @@ async def wait_finished(rt: Runtime, ids: list[int], within: float) -> int:
     return int(left)
 
 
-async def _csv_problems(rt: Runtime, task: BackgroundTask) -> list[str]:
+async def _csv_problems(rt: Runtime, task: BackgroundTask) -> tuple[list[str], bool]:
+    """What is wrong with an export's stored CSV; and whether more than one execution wrote it."""
     async with rt.engine.connect() as conn:
         chunks = (
             await conn.execute(
@@ -56,10 +57,9 @@ async def _csv_problems(rt: Runtime, task: BackgroundTask) -> list[str]:
         sql, params = exports.count_sql(task)
         expected = (await conn.execute(sa.text(sql), params)).scalar_one()
     problems = []
-    if {c.execution_id for c in chunks} != {task.execution_id}:
-        problems.append(
-            f"export {task.id}: chunks of {len({c.execution_id for c in chunks})} executions"
-        )
+    writers = {c.execution_id for c in chunks}
+    if writers != {task.execution_id}:
+        problems.append(f"export {task.id}: chunks of {len(writers)} executions")
     data = b"".join(bytes(c.data) for c in chunks if c.execution_id == task.execution_id)
     if len(data) != task.result_bytes:
         problems.append(
@@ -70,7 +70,7 @@ async def _csv_problems(rt: Runtime, task: BackgroundTask) -> list[str]:
         problems.append(
             f"export {task.id}: {rows} CSV rows, ledger {task.progress_current}, query {expected}"
         )
-    return problems
+    return problems, len(writers) > 1
 
 
 async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
             sa.text("SELECT * FROM background_task WHERE team_id = :t ORDER BY id"), {"t": team}
         )
         ledger = [BackgroundTask(**r._mapping) for r in rows]
-        notified = dict(
+        notified: dict[int, int] = dict(
             (
                 await conn.execute(
                     sa.text(
@@ -93,8 +93,9 @@ async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
         )
     by_id = {t.id: t for t in ledger}
     problems: list[str] = []
-    if len(accepted) != len(ids):
-        problems.append(f"{len(accepted) - len(ids)} task ids were handed out twice")
+    doubled = len(accepted) - len(ids)  # work done more than once; an id handed out twice too
+    if doubled:
+        problems.append(f"{doubled} task ids were handed out twice")
     strangers = [t.id for t in ledger if t.id not in set(ids)]
     if strangers:
         problems.append(f"{len(strangers)} tasks in the ledger nobody accepted: {strangers[:5]}")
@@ -107,8 +108,11 @@ async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
             )
         elif t.kind == "REMINDER" and notified.get(i, 0) != (0 if t.result_skipped else 1):
             problems.append(f"reminder {i}: {notified.get(i, 0)} notifications")
+            doubled += notified.get(i, 0) > 1
         elif t.kind == "EXPORT":
-            problems += await _csv_problems(rt, t)
+            found, mixed = await _csv_problems(rt, t)
+            problems += found
+            doubled += mixed
     done = [by_id[i] for i in ids if i in by_id]
     return {
         "accepted": len(ids),
@@ -119,4 +123,9 @@ async def verify(rt: Runtime, team: int, accepted: list[int]) -> dict[str, Any]:
         "more_than_one_attempt": sum(1 for t in done if t.attempts > 1),
         "problems": problems[:50],
         "problem_count": len(problems),
+        # For the drills that count them (bench/hosts): accepted but not COMPLETED, done more
+        # than once, in the ledger though nobody was told its id.
+        "lost": [i for i in ids if i not in by_id or by_id[i].status != "COMPLETED"],
+        "doubled": doubled,
+        "strangers": strangers,
     }

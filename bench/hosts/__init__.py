@@ -1,0 +1,1 @@
+"""The many-host drill (issue 24): `python -m bench.hosts`; see its __main__."""
