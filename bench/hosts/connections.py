@@ -11,11 +11,13 @@ from typing import Any
 
 import psycopg
 
+from desk.core.budget import budget as product_budget
 from desk.core.settings import Settings
 
 EVERY = 0.5
 DRILL = "hosts-drill"  # the drill's own connections (setup, checks) are named so
-SAMPLER = "hosts-drill-sampler"  # on the maintenance database: not in the run's counts
+SAMPLER = "hosts-drill-sampler"
+HOSTS_PREFIX = "taskdesk-"  # on the maintenance database: not in the run's counts
 COUNT = (
     "SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity "
     "WHERE datname = %s GROUP BY 1"
@@ -32,28 +34,15 @@ class Budget:
 
 
 def budget(settings: Settings, webs: int, workers: int) -> Budget:
-    """The most PostgreSQL connections `webs` web processes and `workers` workers may open with
-    `settings`: the sum of each process's pools at their largest. (To be replaced by the
-    product's own budget function when it has one.)
-
-    A web process (api/app.py opens its Runtime with the default pool size): the SQLAlchemy
-    engine, DB_POOL_SIZE + DB_MAX_OVERFLOW (desk/core/db.py); the psycopg hot-path pool,
-    DB_POOL_SIZE (desk/core/pg.py); the change feed's listening connection, 1
-    (desk/core/runtime.py). A worker sizes both pools for its slots (jobs/worker.py `serve`):
-    WORKER_MAX_JOBS + 3 x WORKER_LONG_SLOTS + 4, the engine's plus DB_MAX_OVERFLOW. Not counted:
-    the psycopg pool's 2 connections of its own while the database refuses connections (pg.py
-    `DIRECT`; no outage in this drill). The README's formula, (DB_POOL_SIZE + DB_MAX_OVERFLOW) x
-    processes + 1 per web process, leaves out the psycopg pool and the workers' own size."""
-    pool, overflow = settings.db_pool_size, settings.db_max_overflow
-    per_web = pool + overflow + pool + 1
-    worker_pool = settings.worker_max_jobs + 3 * settings.worker_long_slots + 4
-    per_worker = worker_pool + overflow + worker_pool
-    readme = (pool + overflow) * (webs + workers) + webs
+    """The product's own budget (desk/core/budget.py, as `taskdesk doctor` prints it) for
+    `webs` web processes and `workers` workers: each process has one pool, a web process
+    DB_POOL_SIZE + its listener, a worker its slots + its services."""
+    b = product_budget(settings, web_processes=webs, workers=workers, commands=0)
     how = (
-        f"{webs} web x ({pool}+{overflow} engine + {pool} psycopg + 1 feed) + "
-        f"{workers} workers x ({worker_pool}+{overflow} engine + {worker_pool} psycopg)"
+        f"{webs} web x ({settings.db_pool_size} pool + 1 listener) + "
+        f"{workers} workers x {b.per_worker} (slots + services)"
     )
-    return Budget(webs * per_web + workers * per_worker, per_web, per_worker, readme, how)
+    return Budget(b.total, b.per_web, b.per_worker, b.total, how)
 
 
 @dataclass
@@ -85,7 +74,9 @@ class Sampler:
         host's (its processes' names start with it), and each `application_name`'s."""
 
         def hosts_only(counts: dict[str, int]) -> int:
-            return sum(n for a, n in counts.items() if a != DRILL)
+            # The product names its processes' connections taskdesk-web, taskdesk-web-feed and
+            # taskdesk-worker <id> (desk/core/db.py); the drill's own are named otherwise.
+            return sum(n for a, n in counts.items() if a.startswith(HOSTS_PREFIX))
 
         peak_all = max(self.samples, key=lambda s: sum(s[1].values()), default=(0.0, {}))
         peak_hosts = max(self.samples, key=lambda s: hosts_only(s[1]), default=(0.0, {}))
@@ -97,15 +88,5 @@ class Sampler:
             "peak_hosts": hosts_only(peak_hosts[1]),
             "peak_hosts_at": peak_hosts[0],
             "peak_hosts_by_name": peak_hosts[1],
-            "peak_by_host": {
-                h: max(
-                    (
-                        sum(n for a, n in c.items() if a.startswith(f"{h}-"))
-                        for _, c in self.samples
-                    ),
-                    default=0,
-                )
-                for h in hosts
-            },
             "peak_by_name": {a: max(c.get(a, 0) for _, c in self.samples) for a in names},
         }

@@ -1,13 +1,11 @@
 """The drill's "hosts": each a web process and its workers, started with an environment of its
-own (its own ports, and its name in PostgreSQL's `application_name`), all sharing the bench's one
+own (its own ports), all sharing the bench's one
 PostgreSQL and Redis; and the kill -9 of a whole host.
 
-The product sets no `application_name` of its own on its pools (desk/core/db.py, pg.py), but
-libpq reads `PGAPPNAME` from the environment, so each process's connections carry its host's
-name; the change feed's listening connection names itself `taskdesk-web-feed` whatever the
-environment says (desk/core/runtime.py), so those are counted under that name. Every process
-reports the machine's one hostname (the worker id starts with it): the hosts are separate by
-environment and ports, not by network namespace.
+The product names every connection itself (`application_name`: taskdesk-web,
+taskdesk-web-feed, taskdesk-worker <id>; desk/core/db.py), whatever `PGAPPNAME` says. Every
+process reports the machine's one hostname (the worker id starts with it): the hosts are
+separate by environment and ports, not by network namespace.
 """
 
 from __future__ import annotations

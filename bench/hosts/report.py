@@ -195,14 +195,11 @@ def render(args: argparse.Namespace, o: dict[str, Any]) -> tuple[str, bool, dict
         *[f"  {p}" for p in v["problems"][:10]],
         f"PostgreSQL connections (sampled every 0.5 s, {c['samples']} samples): peak of the "
         f"hosts {c['peak_hosts']}, of the run's database {c['peak_total']} (with the drill's "
-        f"own); budget {b['total']} = {b['how']}; the README's formula says {b['readme']}; "
+        f"own); budget {b['total']} = {b['how']} (README, Connections; taskdesk doctor); "
         f"the server's max_connections {o['max_connections']}",
-        "  peak by host: " + ", ".join(f"{h} {n}" for h, n in c["peak_by_host"].items()),
         "  peak by application_name: "
         + ", ".join(f"{a or '(none)'} {n}" for a, n in c["peak_by_name"].items()),
     ]
     checks = _checks(args, o, f)
     lines += [f"{'PASS' if ok else 'FAIL'} {text}" for ok, text in checks]
-    if c["peak_hosts"] > b["readme"]:
-        lines.append(f"note: the hosts' peak is above the README's formula ({b['readme']})")
     return "\n".join(lines), all(ok for ok, _ in checks), f
