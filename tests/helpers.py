@@ -181,7 +181,7 @@ def serving(settings: Settings, log_path: Path) -> Iterator[str]:
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
     try:
-        wait_until(lambda: proc.poll() is not None or _answers(url), 60, f"{url} to answer")
+        wait_until(lambda: proc.poll() is not None or _answers(url), 180, f"{url} to answer")
         if proc.poll() is not None:
             raise AssertionError("server did not start:\n" + log_path.read_text())
         yield url
