@@ -91,9 +91,12 @@ async def _answers(conn: AsyncConnection[Any]) -> bool:
 
 
 async def _autocommit_again(conn: AsyncConnection[Any]) -> None:
-    """A connection SQLAlchemy borrowed comes back out of autocommit: the hot paths expect it."""
+    """A connection SQLAlchemy borrowed comes back out of autocommit: the hot paths expect it.
+    It also comes back holding no session advisory lock (an export writer's build slot outlives
+    its rollback), whatever path gave it back."""
     if not conn.autocommit:
         await conn.set_autocommit(True)
+        await conn.execute("SELECT pg_advisory_unlock_all()")
 
 
 class Pg:
