@@ -63,12 +63,14 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
 
 
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
-    # GraphQL first: routes are matched in order and /graphql is the busiest routed path (the
-    # pages' polled fragments are answered by ui.polled before any routing). No path overlaps.
+    # The busiest routed paths first: routes are matched in order, and every router passed by
+    # costs a scan of its routes (the pages' polled fragments are answered by ui.polled before
+    # any routing). /graphql, then the REST API whose status reads scripts poll
+    # (bench status-read rest). No path overlaps.
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
+    _mount_rest,  # /api/v1/...
     _mount_ui,  # pages: /, /login, /tickets, ...
     _mount_plain_routes,
-    _mount_rest,  # /api/v1/...
     _mount_console,  # the operators' console: /ops/...
 ]
 
