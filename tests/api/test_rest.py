@@ -1,41 +1,19 @@
 """The REST API (/api/v1): the trigger contract, visibility for every role (forbidden answers
 exactly like missing), cookie writes need CSRF, typed JSON errors, idempotency keys."""
 
-from collections.abc import AsyncIterator
-
-import httpx
-import pytest
 from starlette.responses import Response
 
-from api.app import create_app
-from desk.people import users
 from desk.work import reminders, tasks
 from jobs.execution import execute
 from jobs.processors import registry
+from tests.api.tokens import bearer
 from web.auth import start_session
 
 CSV = b"external_id,title,status\nR-1,Routed,OPEN\nR-2,,OPEN\n"
 
 
-@pytest.fixture
-async def client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        app.state.runtime.clock = clock
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as c:
-            c.rt = app.state.runtime
-            yield c
-
-
-async def _bearer(client, user_id) -> dict[str, str]:
-    _, token = await users.create_token(client.rt, user_id, "test")
-    return {"Authorization": f"Bearer {token}"}
-
-
 async def test_an_export_is_started_followed_and_downloaded(client, world):
-    me = await _bearer(client, world.staff)
+    me = await bearer(client, world.staff)
     started = await client.post(
         "/api/v1/exports", headers=me, json={"team_id": world.team, "status": "OPEN"}
     )
@@ -68,11 +46,11 @@ async def test_every_member_may_export_and_an_outsider_may_not(client, world):
     for member in (world.admin, world.staff, world.customer):
         got = await client.post(
             "/api/v1/exports",
-            headers=await _bearer(client, member),
+            headers=await bearer(client, member),
             json={"team_id": world.team, "priority": ["URGENT", "HIGH"]},
         )
         assert got.status_code == 202, (member, got.text)
-    outsider = await _bearer(client, world.outsider)
+    outsider = await bearer(client, world.outsider)
     refused = await client.post("/api/v1/exports", headers=outsider, json={"team_id": world.team})
     missing = await client.post("/api/v1/exports", headers=outsider, json={"team_id": 999999})
     assert refused.status_code == missing.status_code == 404
@@ -92,7 +70,7 @@ async def test_a_task_you_may_not_see_answers_like_a_missing_one(client, world):
     everyone = (world.admin, world.staff, world.customer, world.customer2, world.outsider)
     for task_id, allowed in seen.items():
         for user in everyone:
-            headers = await _bearer(client, user)
+            headers = await bearer(client, user)
             got = await client.get(f"/api/v1/tasks/{task_id}", headers=headers)
             if user in allowed:
                 assert got.status_code == 200, (task_id, user)
@@ -102,7 +80,7 @@ async def test_a_task_you_may_not_see_answers_like_a_missing_one(client, world):
             assert got.status_code == missing.status_code == 404, (task_id, user)
             assert got.content == missing.content
     scheduled = await client.get(
-        f"/api/v1/tasks/{reminder.id}", headers=await _bearer(client, world.admin)
+        f"/api/v1/tasks/{reminder.id}", headers=await bearer(client, world.admin)
     )
     assert scheduled.json()["status"] == "scheduled" and scheduled.json()["kind"] == "REMINDER"
 
@@ -116,14 +94,14 @@ async def test_the_list_shows_what_the_reader_may_see(client, world):
     page = await client.get(
         "/api/v1/tasks",
         params={"team_id": world.team, "first": 1},
-        headers=await _bearer(client, world.customer),
+        headers=await bearer(client, world.customer),
     )
     assert page.status_code == 200
     assert [t["task_id"] for t in page.json()["items"]] == [mine.id]
     assert page.json()["next_cursor"] is None
     assert theirs.id not in [t["task_id"] for t in page.json()["items"]]
 
-    staff = await _bearer(client, world.staff)
+    staff = await bearer(client, world.staff)
     first = (
         await client.get("/api/v1/tasks", params={"team_id": world.team, "first": 1}, headers=staff)
     ).json()
@@ -140,7 +118,7 @@ async def test_the_list_shows_what_the_reader_may_see(client, world):
     )
     assert [t["task_id"] for t in exports.json()["items"]] == [own.id]
 
-    outsider = await _bearer(client, world.outsider)
+    outsider = await bearer(client, world.outsider)
     refused = await client.get("/api/v1/tasks", params={"team_id": world.team}, headers=outsider)
     missing = await client.get("/api/v1/tasks", params={"team_id": 999999}, headers=outsider)
     assert refused.status_code == missing.status_code == 404
@@ -148,7 +126,7 @@ async def test_the_list_shows_what_the_reader_may_see(client, world):
 
 
 async def test_an_import_starts_from_one_multipart_request(client, world):
-    admin = await _bearer(client, world.admin)
+    admin = await bearer(client, world.admin)
     form = {"team_id": str(world.team), "mode": "create"}
     started = await client.post(
         "/api/v1/imports", headers=admin, data=form, files={"file": ("t.csv", CSV, "text/csv")}
@@ -166,14 +144,14 @@ async def test_an_import_starts_from_one_multipart_request(client, world):
     for refused in (world.staff, world.customer):
         got = await client.post(
             "/api/v1/imports",
-            headers=await _bearer(client, refused),
+            headers=await bearer(client, refused),
             data=form,
             files={"file": ("t.csv", CSV)},
         )
         assert got.status_code == 403 and got.json()["error"]["code"] == "FORBIDDEN"
     outsider = await client.post(
         "/api/v1/imports",
-        headers=await _bearer(client, world.outsider),
+        headers=await bearer(client, world.outsider),
         data=form,
         files={"file": ("t.csv", CSV)},
     )
@@ -183,7 +161,7 @@ async def test_an_import_starts_from_one_multipart_request(client, world):
 
 
 async def test_the_same_idempotency_key_answers_with_the_first_task(client, world):
-    me = await _bearer(client, world.staff) | {"Idempotency-Key": "nightly-2026-12-02"}
+    me = await bearer(client, world.staff) | {"Idempotency-Key": "nightly-2026-12-02"}
     first = await client.post("/api/v1/exports", headers=me, json={"team_id": world.team})
     await execute(client.rt, registry(), first.json()["task_id"], 1)
     again = await client.post("/api/v1/exports", headers=me, json={"team_id": world.team})
@@ -210,7 +188,7 @@ async def test_a_cookie_write_needs_its_csrf_token_and_reads_do_not(client, worl
 
 
 async def test_bad_input_gets_a_typed_json_error(client, world):
-    me = await _bearer(client, world.staff)
+    me = await bearer(client, world.staff)
     html = {"Accept": "text/html"}
     cases = [
         ("GET", "/api/v1/tasks/1", {}, None, 401, "UNAUTHENTICATED"),

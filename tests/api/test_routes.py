@@ -1,36 +1,13 @@
 """Plain routes: the export download, import uploads and reports, /health — who is allowed,
 who is refused (as not found), and clear 4xx answers for bad input."""
 
-from collections.abc import AsyncIterator
-
-import httpx
-import pytest
-
-from api.app import create_app
-from desk.people import users
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
+from tests.api.tokens import bearer
 from web.auth import start_session
 
 CSV = b"external_id,title,status\nR-1,Routed,OPEN\nR-2,,OPEN\n"
-
-
-@pytest.fixture
-async def client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        app.state.runtime.clock = clock
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as c:
-            c.rt = app.state.runtime
-            yield c
-
-
-async def _bearer(client, user_id) -> dict[str, str]:
-    _, token = await users.create_token(client.rt, user_id, "test")
-    return {"Authorization": f"Bearer {token}"}
 
 
 async def test_download_owner_only(client, world):
@@ -38,15 +15,15 @@ async def test_download_owner_only(client, world):
     task = await tasks.create_export(rt, world.customer, world.team, {})
     await execute(rt, registry(), task.id, task.run)
     ok = await client.get(
-        f"/tasks/{task.id}/download", headers=await _bearer(client, world.customer)
+        f"/tasks/{task.id}/download", headers=await bearer(client, world.customer)
     )
     assert ok.status_code == 200 and ok.headers["content-type"].startswith("text/csv")
     assert b"Cannot log in" in ok.content and "attachment" in ok.headers["content-disposition"]
     for other in (world.admin, world.staff, world.customer2, world.outsider):
         refused = await client.get(
-            f"/tasks/{task.id}/download", headers=await _bearer(client, other)
+            f"/tasks/{task.id}/download", headers=await bearer(client, other)
         )
-        missing = await client.get("/tasks/999999/download", headers=await _bearer(client, other))
+        missing = await client.get("/tasks/999999/download", headers=await bearer(client, other))
         assert refused.status_code == missing.status_code == 404
         assert refused.json() == missing.json()
     anon = await client.get(f"/tasks/{task.id}/download")
@@ -59,7 +36,7 @@ async def test_download_owner_only(client, world):
 
 async def test_upload_start_and_report(client, world):
     rt = client.rt
-    admin = await _bearer(client, world.admin)
+    admin = await bearer(client, world.admin)
     up = await client.post(
         f"/teams/{world.team}/imports/uploads",
         headers=admin,
@@ -73,24 +50,24 @@ async def test_upload_start_and_report(client, world):
     report = await client.get(f"/tasks/{task.id}/report", headers=admin)
     assert report.status_code == 200 and "3,title,missing" in report.text
     for refused in (world.staff, world.customer, world.outsider):
-        r = await client.get(f"/tasks/{task.id}/report", headers=await _bearer(client, refused))
+        r = await client.get(f"/tasks/{task.id}/report", headers=await bearer(client, refused))
         assert r.status_code == 404
 
 
 async def test_upload_refusals(client, world):
     staff = await client.post(
         f"/teams/{world.team}/imports/uploads",
-        headers=await _bearer(client, world.staff),
+        headers=await bearer(client, world.staff),
         files={"file": ("t.csv", CSV)},
     )
     assert staff.status_code == 403
     outsider = await client.post(
         f"/teams/{world.team}/imports/uploads",
-        headers=await _bearer(client, world.outsider),
+        headers=await bearer(client, world.outsider),
         files={"file": ("t.csv", CSV)},
     )
     assert outsider.status_code == 404
-    admin = await _bearer(client, world.admin)
+    admin = await bearer(client, world.admin)
     junk = await client.post(
         f"/teams/{world.team}/imports/uploads",
         headers=admin,
@@ -142,7 +119,7 @@ async def test_bodies_over_the_limit_are_refused_before_reading(client, world):
 async def test_an_upload_named_with_odd_characters_is_kept_not_a_500(client, world):
     # The multipart filename is the client's: NUL (PostgreSQL refuses it in text) and other
     # controls are dropped from the label; the file itself is what gets checked.
-    admin = await _bearer(client, world.admin)
+    admin = await bearer(client, world.admin)
     for sent, kept in ((b"a\x00b.csv", "ab.csv"), (b"\x01\x7f", "upload.csv")):
         body = (
             b'--b1\r\nContent-Disposition: form-data; name="file"; filename="' + sent + b'"\r\n'
