@@ -45,7 +45,7 @@ def _runs_as() -> str | None:
     pytest.skip("running as root and no unprivileged user for pgbouncer")
 
 
-def _config(folder: Path, server: dict[str, str], port: int) -> Path:
+def _config(folder: Path, server: dict[str, str], port: int, pool_size: int) -> Path:
     user = server.get("user") or "postgres"
     (folder / "users.txt").write_text(f'"{user}" ""\n')
     target = f"host={server.get('host') or '127.0.0.1'} port={server.get('port') or 5432}"
@@ -56,7 +56,7 @@ def _config(folder: Path, server: dict[str, str], port: int) -> Path:
         "[pgbouncer]\n"
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
-        "pool_mode = transaction\nmax_client_conn = 400\ndefault_pool_size = 10\n"
+        f"pool_mode = transaction\nmax_client_conn = 400\ndefault_pool_size = {pool_size}\n"
         f"logfile = {folder / 'pgbouncer.log'}\npidfile = {folder / 'pgbouncer.pid'}\n"
     )
     return ini
@@ -72,8 +72,9 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def pgbouncer(db_url: str) -> Iterator[str]:
-    """PgBouncer (transaction pooling) for `db_url`'s server; yields `db_url` through it."""
+def pgbouncer(db_url: str, pool_size: int = 10) -> Iterator[str]:
+    """PgBouncer (transaction pooling) for `db_url`'s server, at most `pool_size` server
+    connections per database and user; yields `db_url` through it."""
     require()
     server = conninfo_to_dict(db_url)
     port = free_port()
@@ -82,7 +83,7 @@ def pgbouncer(db_url: str) -> Iterator[str]:
     if user:
         shutil.chown(folder, user)
         folder.chmod(0o755)
-    ini = _config(folder, server, port)
+    ini = _config(folder, server, port, pool_size)
     args = [BINARY, *(["-u", user] if user else []), str(ini)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     url = f"postgresql://{server.get('user') or 'postgres'}@127.0.0.1:{port}/{server.get('dbname')}"

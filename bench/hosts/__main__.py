@@ -28,11 +28,12 @@ from typing import Any
 from bench import env, procs
 from bench.harness import runtime, wait_worker_ready
 from bench.hosts import balancer, fleet, report
-from bench.hosts.connections import DRILL, Sampler, budget
+from bench.hosts.connections import DRILL, Sampler, budget, pooled_budget
 from bench.load import setup, verify
 from bench.stats import machine
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
+from tests.pgbouncer import BINARY, pgbouncer
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,6 +53,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=5.0,
         help="seconds after the kill within which requests may fail (in flight on the dead "
         "host, or sent before its health checks failed); a later failure fails the drill",
+    )
+    p.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        metavar="POOL",
+        help="the hosts reach PostgreSQL through a real PgBouncer in transaction mode with a "
+        "pool of POOL server connections (DB_POOLER=transaction; listeners direct)",
     )
     p.add_argument("--clients", type=int, default=2, help="load-generating processes")
     p.add_argument("--tickets", type=int, default=None, help="as bench.load's --tickets")
@@ -87,8 +96,8 @@ async def _start(
 async def _load(
     args: argparse.Namespace, rt: Runtime, settings: Settings, people: list[Any], logs: Path
 ) -> dict[str, Any]:
-    wenv = env.worker_env(settings) | setup.PRODUCT_LIMITS
     with ExitStack() as stack:
+        wenv = env.worker_env(await _hosts_settings(stack, args, settings)) | setup.PRODUCT_LIMITS
         hosts, lb = await _start(stack, args, wenv, logs)
         await wait_worker_ready(
             rt.redis, settings.queue_prefix, sum(args.counts), fleet.READY_WITHIN
@@ -133,6 +142,20 @@ async def _load(
     }
 
 
+async def _hosts_settings(
+    stack: ExitStack, args: argparse.Namespace, settings: Settings
+) -> Settings:
+    """The drill's own settings, or with `--pgbouncer` the same through a real PgBouncer (in
+    transaction mode; migrations and listeners keep the direct URL)."""
+    if not args.pgbouncer:
+        return settings
+    url = await asyncio.to_thread(
+        stack.enter_context, pgbouncer(settings.libpq_url, pool_size=args.pgbouncer)
+    )
+    over = {"database_url": url, "direct_database_url": settings.database_url}
+    return settings.model_copy(update=over | {"db_pooler": "transaction"})
+
+
 async def _created(rt: Runtime, ids: list[int]) -> dict[int, float]:
     """When each of these tasks was accepted (wall clock), to match it with a failed request."""
     rows = await rt.pg.all(
@@ -164,7 +187,11 @@ async def drill(
             row = conn.execute("SHOW max_connections").fetchone()
     names = [f"host{i + 1}" for i in range(args.hosts)]
     outcome["connections"] = sampler.summary(names)
-    outcome["budget"] = vars(budget(settings, args.hosts, args.workers))
+    outcome["budget"] = vars(
+        pooled_budget(settings, args.hosts, args.workers, args.pgbouncer)
+        if args.pgbouncer
+        else budget(settings, args.hosts, args.workers)
+    )
     outcome["max_connections"] = int(row[0]) if row else None
     return outcome
 
@@ -204,7 +231,11 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return asyncio.run(_main(parse_args(argv)))
+    args = parse_args(argv)
+    if args.pgbouncer and not Path(BINARY).exists():
+        print("--pgbouncer needs Debian's pgbouncer: apt-get install -y pgbouncer", file=sys.stderr)
+        return 2
+    return asyncio.run(_main(args))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,17 @@ def budget(settings: Settings, webs: int, workers: int) -> Budget:
     return Budget(b.total, b.per_web, b.per_worker, b.total, how)
 
 
+def pooled_budget(settings: Settings, webs: int, workers: int, pool: int) -> Budget:
+    """Through PgBouncer (`--pgbouncer POOL`): what reaches PostgreSQL is PgBouncer's pool plus
+    the listeners' direct connections, however many clients the hosts' pools are."""
+    b = product_budget(settings, web_processes=webs, workers=workers, commands=0)
+    how = (
+        f"PgBouncer's pool {pool} + {webs} listeners (direct); PgBouncer's clients up to "
+        f"{b.pooled} ({webs} web x {settings.db_pool_size} + {workers} workers x {b.per_worker})"
+    )
+    return Budget(pool + b.direct, b.per_web, b.per_worker, pool + b.direct, how)
+
+
 @dataclass
 class Sampler:
     """Counts the run database's connections by `application_name` until stopped."""

@@ -156,12 +156,20 @@ def _checks(
             f"{'-' if late is None else f'{late:.1f} s'} after it (allowed: {args.settle:g} s), "
             f"{f['failed_before_kill']} before it",
         ),
-        (
-            c["peak_hosts"] <= b["total"],
-            f"peak connections <= budget: the hosts' peak {c['peak_hosts']} <= {b['total']}",
-        ),
+        _within_budget(args, c, b),
         (other <= 0, f"stored results check out (bench/load/verify.py): {max(other, 0)} problems"),
     ]
+
+
+def _within_budget(
+    args: argparse.Namespace, c: dict[str, Any], b: dict[str, Any]
+) -> tuple[bool, str]:
+    # Through PgBouncer a server connection carries the name of the client it serves (or last
+    # served), so the hosts' names count PgBouncer's server connections as well.
+    peak, where = c["peak_hosts"], " (PgBouncer's pool + the listeners)" if args.pgbouncer else ""
+    return peak <= b["total"], (
+        f"peak connections <= budget: the hosts' peak {peak} <= {b['total']}{where}"
+    )
 
 
 def render(args: argparse.Namespace, o: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
@@ -171,7 +179,7 @@ def render(args: argparse.Namespace, o: dict[str, Any]) -> tuple[str, bool, dict
     down = f["marked_down_after_s"]
     lines = [
         f"many-host drill: {args.hosts} hosts (web + workers {'+'.join(map(str, args.counts))}) "
-        f"behind HAProxy; {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s; "
+        f"behind HAProxy{' and PgBouncer' if args.pgbouncer else ''}; {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s; "
         f"kill -9 of {o['victim']} (web + {args.counts[args.kill_host - 1]} workers) at "
         f"{o['killed_at'] - o['began']:.1f} s; LEASE_SECONDS={args.lease_seconds:g}",
         *traffic(args, o["clients"]),

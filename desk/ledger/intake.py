@@ -241,11 +241,17 @@ def _prepare_sql() -> str:
 PREPARE_ACCEPT = _prepare_sql()
 # BEGIN, the person's lock (LOCK_PERSON's text, built in SQL from the two ids), the accept and
 # COMMIT: one simple query, one round trip.
-ACCEPT_AT_ONCE = (
+_BEGIN_AND_LOCK = (
     "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended("
     f"'accept:' || %(team_id)s::int || ':' || %(owner_id)s::int, {locks.PERSON_ACCEPT})); "
-    f"EXECUTE {PREPARED} ({', '.join(f'%({n})s' for n, _ in _ARGS)}); COMMIT"
 )
+ACCEPT_AT_ONCE = (
+    _BEGIN_AND_LOCK + f"EXECUTE {PREPARED} ({', '.join(f'%({n})s' for n, _ in _ARGS)}); COMMIT"
+)
+# Through a transaction pooler (the connection's `prepare_threshold` is None, desk/core/db.py
+# `connect_args`) the statement itself: a prepared one lives on one server connection, and the
+# next transaction may run on another that never saw it.
+ACCEPT_AT_ONCE_UNPREPARED = _BEGIN_AND_LOCK + ACCEPT.strip() + "; COMMIT"
 _prepared: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
 
 
@@ -262,11 +268,14 @@ async def accept_at_once(
     autocommit connection with no transaction open (plus the PREPARE on a connection's first
     use). The values are bound client-side (psycopg's quoting, by type)."""
     params = _accept_params(new, quota, now, dispatched, assignee_id)
+    pooled = conn.prepare_threshold is None
     for _ in range(2):
-        await _prepare(conn)
+        if not pooled:
+            await _prepare(conn)
         cursor = AsyncClientCursor(conn, row_factory=dict_row)
         try:
-            await cursor.execute(ACCEPT_AT_ONCE, params, prepare=False)
+            sql = ACCEPT_AT_ONCE_UNPREPARED if pooled else ACCEPT_AT_ONCE
+            await cursor.execute(sql, params, prepare=False)
         except psycopg.errors.InvalidSqlStatementName:  # gone (DISCARD ALL): prepare again
             _prepared.discard(conn)
             await _rollback(conn)

@@ -4,6 +4,7 @@ with no session state on pooled connections (docs/architecture.md, "Connections"
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -12,8 +13,10 @@ import pytest
 
 from api.app import create_app
 from desk.core.pg import Pg
+from desk.core.runtime import Runtime
 from desk.core.settings import Settings, load_settings
 from desk.people import users
+from desk.work import tasks
 from tests.helpers import running_workers, wait_for
 from tests.pgbouncer import pgbouncer
 
@@ -99,3 +102,37 @@ async def test_an_export_runs_through_the_pooler_with_a_real_worker(
     )
     assert claimed is not None and claimed["worker_id"], "the event log names the worker"
     assert str(worker.pid) in claimed["worker_id"]
+
+
+async def test_accepts_through_the_pooler_leave_no_session_state(settings: Settings, world):
+    """The one-round-trip accept (desk/ledger/intake.py) keeps no prepared statement through a
+    pooler: the next transaction may run on a server connection that has never seen it (the
+    many-host drill through PgBouncer lost accepts so). One server connection here, so what
+    the accepts left on it can be seen."""
+    with pgbouncer(settings.libpq_url, pool_size=1) as url:
+        narrow = load_settings(
+            **_fields(settings)
+            | {"database_url": url, "direct_database_url": settings.database_url},
+            db_pooler="transaction",
+            db_pool_size=8,
+            export_max_active_per_user=1000,
+            export_max_per_hour=1000,
+        )
+        rt = await Runtime.open(narrow)
+        try:
+            people = [world.admin, world.staff, world.customer, world.customer2]
+
+            async def accepts(who: int, k: int) -> list[int]:
+                made = []
+                for i in range(10):
+                    filters = {"q": f"{who}-{k}-{i}"}
+                    made.append((await tasks.create_export(rt, who, world.team, filters)).id)
+                return made
+
+            made = await asyncio.gather(*(accepts(who, k) for who in people for k in range(2)))
+            left = await rt.pg.all("SELECT name FROM pg_prepared_statements")
+        finally:
+            await rt.close()
+    ids = [i for batch in made for i in batch]
+    assert len(ids) == len(set(ids)) == 80
+    assert left == [], "a prepared statement stays on the server connection"
