@@ -158,12 +158,17 @@ class Pg:
                 yield conn
             return
         async with self._direct:
-            kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
-            conn = await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
+            conn = await self._connect_direct()
             try:
                 yield conn
             finally:
                 await conn.close()
+
+    async def _connect_direct(self) -> AsyncConnection[Any]:
+        """A connection outside the pool, opened as the pool's are; it fails within 2 s while
+        the database is away instead of waiting for the pool."""
+        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
+        return await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
@@ -190,8 +195,7 @@ class Pg:
         all at the first such error; this pool does not know of SQLAlchemy's errors). A failed
         try makes the pool check every idle connection."""
         if self._reach.down:
-            kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
-            conn = await self._connection_class.connect(self._conninfo, connect_timeout=2, **kwargs)
+            conn = await self._connect_direct()
         else:
             conn = await self._pool.getconn(WAIT)
             if self._ping_lent and not await _answers(conn):
