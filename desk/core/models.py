@@ -444,7 +444,7 @@ class ExportSchedule(SQLModel, table=True):
         ),
         sa.Index("export_schedule_team", "team_id", "id"),
         sa.CheckConstraint(
-            "cardinality(days) BETWEEN 1 AND 7 AND days <@ ARRAY[1, 2, 3, 4, 5, 6, 7]",
+            "cardinality(days) BETWEEN 1 AND 7 AND days <@ CAST('{1,2,3,4,5,6,7}' AS smallint[])",
             name="export_schedule_days_valid",
         ),
     )

@@ -42,7 +42,7 @@ def upgrade() -> None:
     sa.Column('last_skip_reason', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
-    sa.CheckConstraint('cardinality(days) BETWEEN 1 AND 7 AND days <@ ARRAY[1, 2, 3, 4, 5, 6, 7]', name='export_schedule_days_valid'),
+    sa.CheckConstraint("cardinality(days) BETWEEN 1 AND 7 AND days <@ CAST('{1,2,3,4,5,6,7}' AS smallint[])", name='export_schedule_days_valid'),
     sa.ForeignKeyConstraint(['last_task_id'], ['background_task.id'], ondelete='SET NULL'),
     sa.ForeignKeyConstraint(['owner_id'], ['app_user.id'], ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['team_id'], ['team.id'], ondelete='CASCADE'),
