@@ -105,9 +105,7 @@ async def test_owner_demoted_to_customer_stops(rt, world, clock):
     assert await tasks_of(rt, world.staff) == []
 
 
-async def test_previous_export_still_running_skips_the_occurrence_with_a_reason(
-    rt, world, clock
-):
+async def test_previous_export_still_running_skips_the_occurrence_with_a_reason(rt, world, clock):
     s = await make(rt, clock, world.staff, world.team, at=MON)
     clock.now = MON.replace(hour=8)
     assert len((await scheduler.run_once(rt, clock.now)).created) == 1
