@@ -1,0 +1,77 @@
+"""Scheduled exports over GraphQL: the whole round (schedule, list, pause, resume, delete) and
+odd input as typed problems naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.schema.scene import outcome
+
+SCHEDULE = (
+    "mutation($t: ID!, $d: [Int!]!, $h: String!, $z: String) { r: scheduleExport(teamId: $t, "
+    'days: $d, time: $h, timezone: $z, name: "Mondays", filter: {status: [OPEN]}) { __typename '
+    "... on ExportSchedule { id state days time timezone nextRunAt filters name } "
+    "... on Problem { message } ... on ValidationProblem { field } } }"
+)
+LIST = (
+    "query($t: ID!) { schedules(teamId: $t) { id state nextRunAt lastTaskId lastTask { id } "
+    "stoppedReason lastSkipReason } }"
+)
+
+
+async def test_schedule_list_pause_resume_delete(api, world) -> None:
+    v = {"t": world.team, "d": [1], "h": "08:00", "z": "Europe/Berlin"}
+    made = (await api(SCHEDULE, v, user=world.staff))["data"]["r"]
+    assert made["__typename"] == "ExportSchedule", made
+    assert (made["state"], made["days"], made["time"], made["timezone"]) == (
+        "ACTIVE", [1], "08:00", "Europe/Berlin",
+    )  # fmt: skip
+    assert made["filters"]["status"] == ["OPEN"] and made["name"] == "Mondays"
+    listed = (await api(LIST, {"t": world.team}, user=world.staff))["data"]["schedules"]
+    assert [s["id"] for s in listed] == [made["id"]]
+    assert listed[0]["lastTask"] is None and listed[0]["stoppedReason"] is None
+    sid = {"id": made["id"]}
+    paused = await api("mutation($id: ID!) { pauseSchedule(id: $id) { ... on ExportSchedule "
+                       "{ state } } }", sid, user=world.admin)  # fmt: skip
+    assert paused["data"]["pauseSchedule"] == {"state": "PAUSED"}
+    resumed = await api("mutation($id: ID!) { resumeSchedule(id: $id) { ... on ExportSchedule "
+                        "{ state } } }", sid, user=world.staff)  # fmt: skip
+    assert resumed["data"]["resumeSchedule"] == {"state": "ACTIVE"}
+    gone = await api("mutation($id: ID!) { deleteSchedule(id: $id) { __typename } }", sid,
+                     user=world.staff)  # fmt: skip
+    assert outcome(gone, "deleteSchedule") == "ScheduleDeleted"
+    again = await api("mutation($id: ID!) { deleteSchedule(id: $id) { __typename } }", sid,
+                      user=world.staff)  # fmt: skip
+    assert outcome(again, "deleteSchedule") == "NotFound"
+
+
+async def test_timezone_defaults_to_the_owners(api, rt, world) -> None:
+    import sqlalchemy as sa
+
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE app_user SET timezone = 'Asia/Shanghai' WHERE id = :u"),
+            {"u": world.staff},
+        )
+    v = {"t": world.team, "d": [1, 2, 3, 4, 5], "h": "09:30", "z": None}
+    made = (await api(SCHEDULE, v, user=world.staff))["data"]["r"]
+    assert made["timezone"] == "Asia/Shanghai"
+
+
+@pytest.mark.parametrize(
+    ("days", "time", "zone", "field"),
+    [
+        ([], "08:00", "UTC", "days"),
+        ([0], "08:00", "UTC", "days"),
+        ([8], "08:00", "UTC", "days"),
+        ([1], "25:00", "UTC", "time"),
+        ([1], "8 am", "UTC", "time"),
+        ([1], "08:00\x00", "UTC", "time"),
+        ([1], "08:00", "Mars/Olympus", "timezone"),
+        ([1], "08:00", "Europe/Berlin\x00", "timezone"),
+    ],
+)
+async def test_odd_input_is_a_validation_problem(api, world, days, time, zone, field) -> None:
+    v = {"t": world.team, "d": days, "h": time, "z": zone}
+    got = (await api(SCHEDULE, v, user=world.staff))["data"]["r"]
+    assert got["__typename"] == "ValidationProblem" and got["field"] == field, got
