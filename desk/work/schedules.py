@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from desk.core import inputs
+from desk.core.inputs import optional_id
 from desk.core.errors import NotAllowed, NotFound
 from desk.core.messages import TEMPLATES
 from desk.core.runtime import Runtime
@@ -90,7 +91,7 @@ async def get_schedule(rt: Runtime, user_id: int, schedule_id: int) -> Schedule:
 
 async def _visible(conn: Any, user_id: int, schedule_id: int, *, lock: bool = False) -> Schedule:
     """The schedule if `user_id` owns it (and is still a member) or administers its team."""
-    found = await store.get(conn, schedule_id, lock=lock)
+    found = await store.get(conn, schedule_id, lock=lock) if optional_id(schedule_id) else None
     if found is None:
         raise NotFound("Schedule not found.")
     member = await access.membership(conn, user_id, found.team_id)
