@@ -73,8 +73,8 @@ async def create(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     data = await request.form()
     raw = filter_input({k: data.getlist(k) for k in FILTER_KEYS})
     days: list[object] = []
-    for d in data.getlist("days"):
-        days.append(int(d) if str(d).isdecimal() and len(str(d)) < 3 else str(d))
+    for d in (str(x) for x in data.getlist("days")):
+        days.append(int(d) if d.isascii() and d.isdecimal() and len(d) < 3 else d)
     form = {
         "filters": raw, "days": days, "time": str(data.get("time") or ""),
         "timezone": str(data.get("timezone") or ""), "name": str(data.get("name") or ""),
