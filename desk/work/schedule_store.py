@@ -70,6 +70,10 @@ OF_TEAM = sa.text(
     "SELECT * FROM export_schedule WHERE team_id = :team "
     " AND (CAST(:owner AS int) IS NULL OR owner_id = :owner) ORDER BY id LIMIT :limit"
 )
+IN_TEAMS = sa.text(
+    "SELECT * FROM export_schedule WHERE (CAST(:all AS boolean) OR team_id = ANY(:teams)) "
+    " ORDER BY team_id, id LIMIT :limit"
+)
 COUNT_OWNED = sa.text(
     "SELECT count(*) FROM export_schedule WHERE team_id = :team AND owner_id = :owner"
 )
@@ -141,6 +145,14 @@ async def of_team(
     """The team's schedules (only `owner_id`'s when given), oldest first."""
     params = {"team": team_id, "owner": owner_id, "limit": limit}
     return _many(await conn.execute(OF_TEAM, params))
+
+
+async def in_teams(
+    conn: AsyncConnection, team_ids: list[int] | None, *, limit: int = 500
+) -> list[Schedule]:
+    """The schedules of `team_ids` (None: of every team), by team."""
+    params = {"all": team_ids is None, "teams": team_ids or [], "limit": limit}
+    return _many(await conn.execute(IN_TEAMS, params))
 
 
 async def count_owned(conn: AsyncConnection, team_id: int, owner_id: int) -> int:

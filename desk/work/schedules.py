@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from desk.core import inputs
-from desk.core.inputs import optional_id
 from desk.core.errors import NotAllowed, NotFound
+from desk.core.inputs import optional_id
 from desk.core.messages import TEMPLATES
 from desk.core.runtime import Runtime
 from desk.people import access
