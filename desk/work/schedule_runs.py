@@ -55,12 +55,23 @@ class Pass:
 async def run_due(rt: Runtime, now: datetime) -> Pass:
     """Every schedule due at `now`, one occurrence each, one transaction each."""
     done = Pass()
+    failed: list[int] = []  # this pass's failures: left due for the next pass, not retried now
     for _ in range(MAX_PER_PASS):
-        async with rt.engine.begin() as conn:
-            schedule = await store.claim_due(conn, now)
-            if schedule is None:
-                break
-            outcome, task = await _occur(rt, conn, schedule, now)
+        claimed: int | None = None
+        try:
+            async with rt.engine.begin() as conn:
+                schedule = await store.claim_due(conn, now, skip=failed)
+                if schedule is None:
+                    break
+                claimed = schedule.id
+                outcome, task = await _occur(rt, conn, schedule, now)
+        except Exception:
+            if claimed is None:  # the claim itself failed (the database is away): end the pass
+                raise
+            # Rolled back, still due: one schedule that cannot run must not hold up the others.
+            log.exception("schedule %s: its occurrence failed; the next pass tries again", claimed)
+            failed.append(claimed)
+            continue
         if task is not None:  # after COMMIT, best effort (the dispatcher is the safety net)
             done.created.append(task.id or 0)
             await kick(rt, task)

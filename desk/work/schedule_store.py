@@ -91,7 +91,8 @@ DELETE = sa.text("DELETE FROM export_schedule WHERE id = :id")
 # another pass holds is skipped, never waited for.
 CLAIM_DUE = sa.text(
     "SELECT * FROM export_schedule WHERE next_run_at <= :now AND paused_at IS NULL "
-    " AND stopped_at IS NULL ORDER BY next_run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    " AND stopped_at IS NULL AND id <> ALL(CAST(:skip AS int[])) "
+    "ORDER BY next_run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
 ADVANCE = sa.text(
     "UPDATE export_schedule SET next_run_at = :next, last_run_at = :occurrence, "
@@ -181,8 +182,11 @@ async def delete(conn: AsyncConnection, schedule_id: int) -> None:
     await conn.execute(DELETE, {"id": schedule_id})
 
 
-async def claim_due(conn: AsyncConnection, now: datetime) -> Schedule | None:
-    return _schedule((await conn.execute(CLAIM_DUE, {"now": now})).first())
+async def claim_due(
+    conn: AsyncConnection, now: datetime, *, skip: list[int] | None = None
+) -> Schedule | None:
+    """One due schedule (none of `skip`), locked until the caller's transaction ends."""
+    return _schedule((await conn.execute(CLAIM_DUE, {"now": now, "skip": skip or []})).first())
 
 
 async def advance(

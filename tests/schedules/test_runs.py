@@ -133,3 +133,32 @@ async def test_concurrent_passes_make_one_task_per_occurrence(rt, world, clock):
     async with rt.engine.connect() as conn:
         n = (await conn.execute(sa.text("SELECT count(*) FROM schedule_run"))).scalar_one()
     assert n == 6
+
+
+async def test_one_schedule_that_cannot_run_does_not_hold_up_the_others(rt, world, clock):
+    broken = await make(rt, clock, world.staff, world.team, at=MON)
+    fine = await make(rt, clock, world.admin, world.team, at=MON)
+    async with rt.engine.begin() as conn:  # a row no code writes: a zone this system lacks
+        await conn.execute(
+            sa.text("UPDATE export_schedule SET timezone = 'Mars/Olympus' WHERE id = :i"),
+            {"i": broken.id},
+        )
+    clock.now = MON.replace(hour=8)
+    done = await scheduler.run_once(rt, clock.now)
+    assert len(done.created) == 1
+    assert (await schedules.get_schedule(rt, world.admin, fine.id)).last_task_id == done.created[0]
+    still = await schedules.get_schedule(rt, world.staff, broken.id)
+    assert still.next_run_at == MON.replace(hour=8) and still.last_run_at is None, "still due"
+    assert await tasks_of(rt, world.staff) == [], "its attempt was rolled back whole"
+
+
+async def test_a_named_assignee_no_longer_staff_stops_it(rt, world, clock):
+    s = await make(
+        rt, clock, world.admin, world.team, at=MON,
+        filters={"assignment": "user", "assignee_id": world.staff},
+    )  # fmt: skip
+    await members.change_role(rt, world.admin, world.team, world.staff, "CUSTOMER")
+    clock.now = MON.replace(hour=8)
+    assert (await scheduler.run_once(rt, clock.now)).stopped == 1
+    after = await schedules.get_schedule(rt, world.admin, s.id)
+    assert after.stopped_reason == schedule_runs.BAD_FILTERS
