@@ -13,6 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core.models import BackgroundTask
+from desk.ledger.accept import as_task
+
 ACTIVE = "ACTIVE"
 PAUSED = "PAUSED"
 STOPPED = "STOPPED"
@@ -108,6 +111,7 @@ RECORD_RUN = sa.text(
     "INSERT INTO schedule_run (schedule_id, occurrence_at, ran_at, task_id, outcome) "
     "VALUES (:id, :occurrence, :now, :task, :outcome)"
 )
+TASKS = sa.text("SELECT * FROM background_task WHERE id = ANY(:ids)")
 RUNS = sa.text(
     "SELECT occurrence_at, ran_at, task_id, outcome FROM schedule_run "
     "WHERE schedule_id = :id ORDER BY occurrence_at DESC LIMIT :limit"
@@ -232,3 +236,9 @@ async def runs(conn: AsyncConnection, schedule_id: int, *, limit: int = 20) -> l
     """The schedule's latest occurrences, newest first."""
     result = await conn.execute(RUNS, {"id": schedule_id, "limit": limit})
     return [Run(**dict(r._mapping)) for r in result]
+
+
+async def tasks(conn: AsyncConnection, task_ids: list[int]) -> list[BackgroundTask]:
+    """The tasks of these ids that still exist (read only: the ledger's writes are desk.ledger's)."""
+    result = await conn.execute(TASKS, {"ids": task_ids})
+    return [as_task(dict(r._mapping)) for r in result]

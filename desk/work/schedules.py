@@ -17,6 +17,7 @@ from desk.core import inputs
 from desk.core.errors import NotAllowed, NotFound
 from desk.core.inputs import optional_id
 from desk.core.messages import TEMPLATES
+from desk.core.models import BackgroundTask
 from desk.core.runtime import Runtime
 from desk.people import access
 from desk.work import occurrences
@@ -140,3 +141,21 @@ async def runs(rt: Runtime, user_id: int, schedule_id: int) -> list[store.Run]:
     async with rt.engine.connect() as conn:
         await _visible(conn, user_id, schedule_id)
         return await store.runs(conn, schedule_id)
+
+
+async def last_tasks(rt: Runtime, user_id: int, found: list[Schedule]) -> dict[int, BackgroundTask]:
+    """The last export of each schedule in `found` that `user_id` may see, by task id, in one
+    read: exports are their owner's alone, so a team admin sees the schedule but not the export
+    another person's schedule made (desk.people.access.can_see_task decides)."""
+    ids = sorted({s.last_task_id for s in found if s.last_task_id})
+    if not ids:
+        return {}
+    async with rt.engine.connect() as conn:
+        rows = await store.tasks(conn, ids)
+        members = {t: await access.membership(conn, user_id, t) for t in {r.team_id for r in rows}}
+    seen = {}
+    for task in rows:
+        member = members.get(task.team_id)
+        if member is not None and access.can_see_task(member, task.kind, task.owner_id):
+            seen[task.id or 0] = task
+    return seen

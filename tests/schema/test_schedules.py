@@ -75,3 +75,27 @@ async def test_odd_input_is_a_validation_problem(api, world, days, time, zone, f
     v = {"t": world.team, "d": days, "h": time, "z": zone}
     got = (await api(SCHEDULE, v, user=world.staff))["data"]["r"]
     assert got["__typename"] == "ValidationProblem" and got["field"] == field, got
+
+
+async def test_last_task_is_shown_to_whoever_may_see_the_export(api, rt, world, clock) -> None:
+    from datetime import UTC, datetime
+
+    from desk.work import schedules
+    from jobs import scheduler
+
+    clock.now = datetime(2027, 1, 4, 6, tzinfo=UTC)
+    for owner in (world.staff, world.admin):
+        await schedules.create_schedule(rt, owner, world.team, {}, days=[1], time="08:00")
+    clock.now = datetime(2027, 1, 4, 8, tzinfo=UTC)
+    made = (await scheduler.run_once(rt, clock.now)).created
+    assert len(made) == 2
+    seen = {}
+    for who in ("staff", "admin"):
+        body = await api(LIST, {"t": world.team}, user=getattr(world, who))
+        seen[who] = [
+            (s["lastTaskId"] is not None, s["lastTask"]) for s in body["data"]["schedules"]
+        ]
+    assert [ok for ok, _ in seen["admin"]] == [True, True]
+    # Exports are their owner's alone: the admin sees both schedules, only their own export.
+    assert sum(t is not None for _, t in seen["admin"]) == 1
+    assert [t is not None for _, t in seen["staff"]] == [True]
