@@ -1,7 +1,12 @@
-"""Three real worker processes, and `kill -9` of one whose scheduler is inside a pass (holding a
-schedule's row in an open transaction): every occurrence still makes exactly one task."""
+"""Three real worker processes, and `kill -9` of one whose scheduler is inside a pass (it has
+claimed a schedule's row and is accepting its export, in one open transaction): every
+occurrence still makes exactly one task.
 
-import os
+To kill inside the pass every time, not by luck, the test holds the owner's accept lock (the
+advisory lock every export of that person takes, desk.ledger.intake.lock_person): each worker's
+pass then claims a schedule and waits inside its transaction. One of them is killed there; the
+lock is let go, and the others finish every occurrence, the killed one's too."""
+
 import re
 from datetime import timedelta
 
@@ -10,6 +15,7 @@ import sqlalchemy as sa
 
 from desk.console import health
 from desk.core.clock import utcnow
+from desk.ledger import intake
 from tests.helpers import running_workers, wait_for
 from tests.schedules.helpers import make
 
@@ -37,13 +43,11 @@ async def _count(rt, sql):
         return (await conn.execute(sa.text(sql))).scalar_one()
 
 
-async def test_kill_9_during_the_pass_makes_exactly_one_task_per_occurrence(
-    rt, world, clock, settings, tmp_path
-):
+async def _many_paused(rt, clock, world):
+    """N daily schedules of one person, paused until every worker is up; distinct filters, so
+    distinct scopes: no occurrence is skipped for another's running export."""
     await make(rt, clock, world.staff, world.team, at=utcnow(), filters={"q": "s0"})
     async with rt.engine.begin() as conn:
-        # More of the same, held back (paused) until every worker is up; distinct filters, so
-        # distinct scopes: no occurrence is skipped for another's running export.
         await conn.execute(
             sa.text(
                 "INSERT INTO export_schedule (team_id, owner_id, name, filters, days, local_time, "
@@ -54,21 +58,34 @@ async def test_kill_9_during_the_pass_makes_exactly_one_task_per_occurrence(
             {"n": N - 1},
         )
         await conn.execute(sa.text("UPDATE export_schedule SET paused_at = now()"))
+
+
+async def test_kill_9_during_the_pass_makes_exactly_one_task_per_occurrence(
+    rt, world, clock, settings, tmp_path
+):
+    await _many_paused(rt, clock, world)
     rt.clock = utcnow
     with running_workers(settings, tmp_path, count=3, **ENV) as workers:
         await wait_for(lambda: _live(rt, 3), timeout=60, what="three workers registered")
         by_pid = {w.pid: w for w in workers}
-        async with rt.engine.begin() as conn:
-            await conn.execute(
-                sa.text("UPDATE export_schedule SET paused_at = NULL, next_run_at = :t"),
-                {"t": utcnow() - timedelta(minutes=5)},
+        async with rt.engine.connect() as held:
+            await held.begin()
+            await intake.lock_person(held, world.team, world.staff)  # every pass waits in it
+            async with rt.engine.begin() as conn:
+                await conn.execute(
+                    sa.text("UPDATE export_schedule SET paused_at = NULL, next_run_at = :t"),
+                    {"t": utcnow() - timedelta(minutes=5)},
+                )
+            inside = await wait_for(
+                lambda: _holders(rt, by_pid, 3), timeout=30, what="three passes inside a claim"
             )
-        victim = await wait_for(
-            lambda: _holder(rt, by_pid), timeout=30, interval=0.001, what="a pass holding a row"
-        )
-        victim.kill()
-        assert not victim.alive()
+            victim = inside[0]
+            victim.kill()
+            assert not victim.alive()
+            assert await _count(rt, "SELECT count(*) FROM schedule_run") == 0
+            await held.rollback()  # the survivors' passes go on
         await wait_for(lambda: _all_ran(rt), timeout=90, what=f"all {N} occurrences recorded")
+        assert all(w.alive() for w in workers if w is not victim)
     runs = await _count(rt, "SELECT count(*) FROM schedule_run")
     made = await _count(rt, "SELECT count(DISTINCT task_id) FROM schedule_run")
     tasks = await _count(rt, "SELECT count(*) FROM background_task WHERE kind = 'EXPORT'")
@@ -85,14 +102,13 @@ async def _live(rt, n):
     return len(await health.live_workers(rt)) >= n
 
 
-async def _holder(rt, by_pid):
+async def _holders(rt, by_pid, n):
+    """The worker processes whose scheduler holds a claimed schedule, once `n` of them do."""
     async with rt.engine.connect() as conn:
         names = (await conn.execute(IN_PASS)).scalars().all()
-    for name in names:
-        found = re.search(r"-(\d+)-[0-9a-f]+$", name)
-        if found and int(found.group(1)) in by_pid and int(found.group(1)) != os.getpid():
-            return by_pid[int(found.group(1))]
-    return None
+    pids = {int(m.group(1)) for m in (re.search(r"-(\d+)-[0-9a-f]+$", n) for n in names) if m}
+    found = [by_pid[p] for p in sorted(pids) if p in by_pid]
+    return found if len(found) >= n else None
 
 
 async def _all_ran(rt):
