@@ -111,6 +111,10 @@ RECORD_RUN = sa.text(
     "INSERT INTO schedule_run (schedule_id, occurrence_at, ran_at, task_id, outcome) "
     "VALUES (:id, :occurrence, :now, :task, :outcome)"
 )
+PRUNE_RUNS = sa.text(
+    "DELETE FROM schedule_run WHERE ctid = ANY(ARRAY(SELECT ctid FROM schedule_run "
+    " WHERE ran_at < :before LIMIT :limit))"
+)
 TASKS = sa.text("SELECT * FROM background_task WHERE id = ANY(:ids)")
 RUNS = sa.text(
     "SELECT occurrence_at, ran_at, task_id, outcome FROM schedule_run "
@@ -242,3 +246,10 @@ async def tasks(conn: AsyncConnection, task_ids: list[int]) -> list[BackgroundTa
     """The tasks of these ids that still exist (read only: the ledger's writes are desk.ledger's)."""
     result = await conn.execute(TASKS, {"ids": task_ids})
     return [as_task(dict(r._mapping)) for r in result]
+
+
+async def prune_runs(conn: AsyncConnection, *, before: datetime, limit: int) -> int:
+    """Forget occurrences recorded before `before` (at most `limit`); returns how many. The
+    schedule's own `next_run_at` is what keeps an occurrence from running twice, not this."""
+    result = await conn.execute(PRUNE_RUNS, {"before": before, "limit": limit})
+    return int(result.rowcount or 0)

@@ -162,3 +162,16 @@ async def test_a_named_assignee_no_longer_staff_stops_it(rt, world, clock):
     assert (await scheduler.run_once(rt, clock.now)).stopped == 1
     after = await schedules.get_schedule(rt, world.admin, s.id)
     assert after.stopped_reason == schedule_runs.BAD_FILTERS
+
+
+async def test_old_occurrence_records_are_pruned_with_the_tasks(rt, world, clock):
+    from jobs import pruner
+
+    s = await make(rt, clock, world.staff, world.team, at=MON)
+    clock.now = MON.replace(hour=8)
+    await scheduler.run_once(rt, clock.now)
+    await pruner.run_once(rt, clock.now + timedelta(days=1))
+    assert len(await runs_of(rt, s.id)) == 1
+    await pruner.run_once(rt, clock.now + timedelta(days=rt.settings.task_retention_days + 1))
+    assert await runs_of(rt, s.id) == []
+    assert (await schedules.get_schedule(rt, world.staff, s.id)).next_run_at > clock.now
