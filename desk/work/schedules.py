@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from desk.core import inputs
-from desk.core.errors import NotAllowed, NotFound
+from desk.core.errors import NotAllowed, NotFound, ValidationProblem
 from desk.core.inputs import optional_id
 from desk.core.messages import TEMPLATES
 from desk.core.models import BackgroundTask
@@ -56,6 +56,10 @@ async def create_schedule(
         if not member.is_staff:
             raise NotAllowed("Only staff and admins can schedule exports.")
         req = export_request(rt, user_id, team_id, raw_filters, now=now)
+        if req.assignee is not None:  # what the accept checks at every run, checked now too
+            named = await access.membership(conn, req.assignee, team_id)
+            if named is None or not named.is_staff:
+                raise ValidationProblem("assignee_id", "not a staff member of this team")
         day_set = occurrences.parse_days("days", days)
         local_time = occurrences.parse_time("time", time)
         zone_raw = timezone if timezone not in (None, "") else await store.owner_zone(conn, user_id)

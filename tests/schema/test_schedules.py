@@ -99,3 +99,15 @@ async def test_last_task_is_shown_to_whoever_may_see_the_export(api, rt, world, 
     # Exports are their owner's alone: the admin sees both schedules, only their own export.
     assert sum(t is not None for _, t in seen["admin"]) == 1
     assert [t is not None for _, t in seen["staff"]] == [True]
+
+
+async def test_a_named_assignee_must_be_staff(api, world) -> None:
+    q = (
+        'mutation($t: ID!, $a: ID!) { r: scheduleExport(teamId: $t, days: [1], time: "08:00", '
+        "filter: {assignment: USER, assigneeId: $a}) { __typename ... on ValidationProblem "
+        "{ field } } }"
+    )
+    bad = (await api(q, {"t": world.team, "a": world.customer}, user=world.staff))["data"]["r"]
+    assert bad == {"__typename": "ValidationProblem", "field": "assigneeId"}
+    ok = (await api(q, {"t": world.team, "a": world.staff}, user=world.admin))["data"]["r"]
+    assert ok["__typename"] == "ExportSchedule"
