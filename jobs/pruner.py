@@ -1,4 +1,5 @@
-"""Pruner: deletes expired export files (the row stays, shown as expired) and old finished rows."""
+"""Pruner: deletes expired export files (the row stays, shown as expired), old finished rows
+and export schedules' occurrence records as old."""
 
 from __future__ import annotations
 
@@ -6,15 +7,16 @@ from datetime import datetime, timedelta
 
 from desk.core.runtime import Runtime
 from desk.ledger import upkeep as ledger_upkeep
+from desk.work import schedule_store
 
 BATCH = 1000
 
 
 async def run_once(rt: Runtime, now: datetime | None = None) -> ledger_upkeep.Pruned:
+    now = now or rt.clock()
+    retention = timedelta(days=rt.settings.task_retention_days)
     async with rt.engine.begin() as conn:
-        return await ledger_upkeep.prune(
-            conn,
-            now=now or rt.clock(),
-            retention=timedelta(days=rt.settings.task_retention_days),
-            limit=BATCH,
-        )
+        pruned = await ledger_upkeep.prune(conn, now=now, retention=retention, limit=BATCH)
+        # Export schedules' occurrence records live as long as the tasks they name.
+        await schedule_store.prune_runs(conn, before=now - retention, limit=BATCH)
+        return pruned

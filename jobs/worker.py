@@ -1,6 +1,6 @@
 """The worker process: one arq consumer per lane runs processors; beside them run the
-dispatcher (with the heartbeat), the rescuer, the janitor and the pruner. `run_worker(settings)`
-blocks until SIGTERM/SIGINT.
+dispatcher (with the heartbeat), the rescuer, the janitor, the pruner and the scheduler.
+`run_worker(settings)` blocks until SIGTERM/SIGINT.
 
 Lanes (desk/ledger/lanes.py): each lane has its own arq queue and its own slots here, so long work
 (exports, imports) never takes a slot of short work (reminders). The arq job only claims the
@@ -8,8 +8,8 @@ ledger row: the work then runs in a task of its own under the ledger's lease, so
 timeout (about one lease) and in-progress marker cover a claim of milliseconds, never the work.
 arq starts only as many claims as the lane has free slots (its `max_jobs` follows them).
 
-Shutdown: the loops (dispatcher with the heartbeat, rescuer, janitor, pruner) stop, then the
-registration disappears, no new job is picked, running tasks get WORKER_GRACE_SECONDS to finish,
+Shutdown: the loops (dispatcher with the heartbeat, rescuer, janitor, pruner, scheduler) stop,
+then the registration disappears, no new job is picked, running tasks get WORKER_GRACE_SECONDS to finish,
 and any still running then is handed back to the ledger.
 """
 
@@ -38,7 +38,7 @@ from desk.core.runtime import Runtime
 from desk.core.settings import Settings
 from desk.ledger import events, lanes
 from desk.ledger.run import Row, batchable
-from jobs import dispatcher, heartbeat, pruner, rescuer
+from jobs import dispatcher, heartbeat, pruner, rescuer, scheduler
 from jobs.execution import (
     Processor,
     claim_batch,
@@ -256,6 +256,9 @@ def start_services(rt: Runtime, reg: heartbeat.Registration) -> list[asyncio.Tas
         ),
         asyncio.create_task(_forever("janitor", lambda: rescuer.sweep_queues(rt), JANITOR_SECONDS)),
         asyncio.create_task(_forever("pruner", lambda: pruner.run_once(rt), 60.0)),
+        asyncio.create_task(
+            _forever("scheduler", lambda: scheduler.run_once(rt), s.scheduler_interval_seconds)
+        ),
     ]
 
 

@@ -55,6 +55,17 @@ TEMPLATES: dict[str, Template] = {
         "active",
     ),
     "quota.exports_per_hour": "At most %(limit)s exports an hour; try again after %(retry_at)s.",
+    # Scheduled exports (desk/work/schedule_runs.py): why a schedule stopped, why an
+    # occurrence made no task.
+    "schedule.stopped.owner_removed": "Stopped: its owner is no longer a member of the team.",
+    "schedule.stopped.owner_not_staff": (
+        "Stopped: its owner is no longer staff or an admin of the team."
+    ),
+    "schedule.stopped.filters": "Stopped: its saved filters are no longer valid.",
+    "schedule.skipped.running": (
+        "Skipped: an export with the same filters was still queued or running."
+    ),
+    "schedule.skipped.quota": "Skipped: its owner had too many exports at the time.",
     "login.throttled": (
         "Too many sign-in attempts. Please wait %(minutes)s minute and try again.",
         "Too many sign-in attempts. Please wait %(minutes)s minutes and try again.",

@@ -425,3 +425,65 @@ class TaskEvent(SQLModel, table=True):
     execution_id: str | None = Field(default=None, max_length=64)
     worker_id: str | None = Field(default=None, max_length=200)
     detail: str = Field(default="", sa_column_kwargs={"server_default": ""})
+
+
+# --- scheduled exports (docs/architecture.md, "Scheduled exports") ---------------------------
+
+
+class ExportSchedule(SQLModel, table=True):
+    """An export's saved filters run on chosen ISO weekdays at a local time in a time zone.
+    `next_run_at` (UTC) is the next occurrence; the scheduler (jobs/scheduler.py) claims due rows
+    and advances them in the transaction that creates the occurrence's EXPORT task."""
+
+    __tablename__ = "export_schedule"
+    __table_args__ = (
+        sa.Index(
+            "export_schedule_due",
+            "next_run_at",
+            postgresql_where=sa.text("paused_at IS NULL AND stopped_at IS NULL"),
+        ),
+        sa.Index("export_schedule_team", "team_id", "id"),
+        sa.CheckConstraint(
+            "cardinality(days) BETWEEN 1 AND 7 AND days <@ CAST('{1,2,3,4,5,6,7}' AS smallint[])",
+            name="export_schedule_days_valid",
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    name: str = Field(max_length=200)
+    filters: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(pg.JSONB, nullable=False)
+    )
+    days: list[int] = Field(
+        default_factory=list, sa_column=sa.Column(pg.ARRAY(sa.SmallInteger), nullable=False)
+    )
+    local_time: str = Field(max_length=5)  # HH:MM, 24-hour
+    timezone: str = Field(max_length=64)
+    next_run_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    paused_at: datetime | None = _tz()
+    stopped_at: datetime | None = _tz()
+    stopped_reason: str | None = Field(default=None, max_length=64)  # a message key
+    last_run_at: datetime | None = _tz()
+    last_task_id: int | None = Field(
+        default=None, foreign_key="background_task.id", ondelete="SET NULL"
+    )
+    last_skip_reason: str | None = Field(default=None, max_length=64)  # a message key
+    created_at: datetime = _now_col()
+    updated_at: datetime = _now_col()
+
+
+class ScheduleRun(SQLModel, table=True):
+    """One occurrence of a schedule: the task it made, or why it made none. The primary key is
+    the occurrence, so a second task for one occurrence cannot even be recorded."""
+
+    __tablename__ = "schedule_run"
+
+    schedule_id: int = Field(foreign_key="export_schedule.id", primary_key=True, ondelete="CASCADE")
+    occurrence_at: datetime = Field(sa_column=sa.Column(TZ, primary_key=True))
+    ran_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    task_id: int | None = Field(
+        default=None, foreign_key="background_task.id", ondelete="SET NULL", index=True
+    )
+    outcome: str = Field(max_length=64)  # "created", or a message key saying why not

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     redelivery_seconds: float = Field(default=15.0, ge=1, le=3600)
     dispatch_interval: float = Field(default=0.5, gt=0, le=60)
     dispatch_lookahead_seconds: float = Field(default=3600.0, ge=0, le=80_000)
+    # How often each worker's scheduler looks for due export schedules (jobs/scheduler.py); an
+    # occurrence runs at most this late.
+    scheduler_interval_seconds: float = Field(default=15.0, ge=0.05, le=600)
     # Slots per worker process and lane (desk/ledger/lanes.py): short tasks (reminders) and long ones
     # (exports, imports) never take each other's slots.
     worker_max_jobs: int = Field(default=10, ge=1, le=1000)

@@ -21,6 +21,7 @@ ACTIONS = (
     "lane_resume",
     "operator_add",
     "operator_remove",
+    "schedule_pause",
 )
 
 

@@ -84,21 +84,29 @@ async def accept(rt: Runtime, conn: AsyncConnection, new: ledger.NewTask) -> Bac
 # --- exports --------------------------------------------------------------------------------
 
 
-@retry_transient
-async def create_export(
+@dataclass(frozen=True)
+class ExportRequest:
+    """An export as the accept statement takes it: the new task, its owner's quota and the
+    named assignee the filters need to be staff (None: no assignee named)."""
+
+    new: ledger.NewTask
+    quota: intake.Quota
+    assignee: int | None
+
+
+def export_request(
     rt: Runtime,
     user_id: int,
     team_id: int,
     raw_filters: dict[str, Any] | None,
     *,
     idempotency_key: str | None = None,
-) -> BackgroundTask:
-    """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own).
-
-    With an `idempotency_key` seen within the window: that request's task, even finished.
-    Locks only this person's accepts in this team (desk.ledger.intake), so colleagues never wait."""
+    now: datetime | None = None,
+) -> ExportRequest:
+    """Validate `raw_filters` (ValidationProblem) and make the export's task, scope and quota:
+    one shape for an export a person starts and one a schedule starts (desk.work.schedule_runs)."""
     f = parse_filter(raw_filters)
-    now = rt.clock()
+    now = now or rt.clock()
     s = rt.settings
     scope = f"export:{user_id}:{f.fingerprint()}"
     fingerprint = request_fingerprint(TaskKind.EXPORT, team_id, scope)
@@ -117,11 +125,51 @@ async def create_export(
         s.export_max_active_per_user, s.export_max_per_hour, now - timedelta(hours=1)
     )
     assignee = (f.assignee_id or 0) if f.assignment == "user" else None
+    return ExportRequest(new, quota, assignee)
+
+
+@retry_transient
+async def create_export(
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    raw_filters: dict[str, Any] | None,
+    *,
+    idempotency_key: str | None = None,
+) -> BackgroundTask:
+    """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own).
+
+    With an `idempotency_key` seen within the window: that request's task, even finished.
+    Locks only this person's accepts in this team (desk.ledger.intake), so colleagues never wait."""
+    req = export_request(rt, user_id, team_id, raw_filters, idempotency_key=idempotency_key)
     async with rt.pg.connection() as conn:
-        task, fresh = await _accept_export(rt, conn, new, quota, assignee)
+        task, fresh = await _accept_export(rt, conn, req.new, req.quota, req.assignee)
     if fresh:  # after COMMIT: one Redis round trip (desk.core.queue's Lua send)
         await kick(rt, task)
     return task
+
+
+async def accept_export_in(
+    rt: Runtime,
+    conn: PgConnection | AsyncConnection,
+    req: ExportRequest,
+    *,
+    now: datetime | None = None,
+) -> BackgroundTask:
+    """The export accepted in the caller's open transaction (a schedule's occurrence commits
+    with it): the owner's lock, then the accept statement every export uses. Raises what
+    create_export raises (NotFound, TaskConflict, QuotaExceeded, ValidationProblem); the caller
+    sends the task after its commit (`kick`)."""
+    now = now or rt.clock()
+    await intake.lock_person(conn, req.new.team_id, req.new.owner_id)
+    for _ in range(3):
+        got = await intake.accept(
+            conn, req.new, req.quota, now=now, dispatched=_dispatch_now(rt, req.new.run_at),
+            assignee_id=req.assignee,
+        )  # fmt: skip
+        if task := await _settle(conn, got, req.quota, now, req.assignee):
+            return task
+    raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
 
 
 @tracing.traced("taskdesk.accept")
@@ -177,15 +225,7 @@ async def _accept_with_key(
         )
         if replayed is not None:
             return replayed, False
-        await intake.lock_person(conn, new.team_id, new.owner_id)
-        for _ in range(3):
-            got = await intake.accept(
-                conn, new, quota, now=now, dispatched=_dispatch_now(rt, new.run_at),
-                assignee_id=assignee,
-            )  # fmt: skip
-            if task := await _settle(conn, got, quota, now, assignee):
-                return task, True
-    raise RuntimeError("could not insert the task: its scope kept changing")  # pragma: no cover
+        return await accept_export_in(rt, conn, ExportRequest(new, quota, assignee)), True
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ PAGES = [
     "/ops/failures",
     "/ops/workers",
     "/ops/lanes",
+    "/ops/schedules",
     "/ops/audit",
 ]
 

@@ -12,7 +12,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.imports import service as imports
 from desk.people import users
-from desk.work import reminders, tasks
+from desk.work import reminders, schedules, tasks
 from tests.factories import World
 
 PROBLEMS = {"NotFound", "NotAllowed", "ValidationProblem", "TaskConflict", "QuotaExceeded"}
@@ -30,6 +30,7 @@ class Scene:
     staff_token: str
     admin_upload: int  # an import file the admin uploaded (not started)
     ids: dict[str, Any] = field(default_factory=dict)
+    staff_schedule: int = 0  # a weekly export schedule of the staff member's
 
     def user(self, role: str) -> int | None:
         return None if role == "anonymous" else getattr(self.w, role)
@@ -65,6 +66,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
             )
     token_row, token = await users.create_token(rt, w.staff, "matrix")
     upload = await imports.store_upload(rt, w.admin, w.team, "m.csv", b"external_id,title\nM-1,x\n")
+    schedule = await schedules.create_schedule(rt, w.staff, w.team, {}, days=[1], time="08:00")
     return Scene(
         w=w,
         staff_export=staff_export.id or 0,
@@ -74,6 +76,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
         staff_token_id=token_row.id or 0,
         staff_token=token,
         admin_upload=upload.id or 0,
+        staff_schedule=schedule.id,
     )
 
 

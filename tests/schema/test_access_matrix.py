@@ -108,7 +108,16 @@ QUERIES = {
         None,
         {"admin": "n=0", "staff": "n=1", "customer": "n=0", "outsider": "n=0"},
     ),
+    "schedules": case(
+        "query($t: ID!) { schedules(teamId: $t) { id state nextRunAt lastTask { id } } }",
+        "schedules",
+        lambda s: {"t": s.w.team},
+        # the staff member's own; the team's admin sees every schedule of the team
+        {"admin": "n=1", "staff": "n=1", "customer": "n=0", "outsider": "n=0"},
+    ),
 }
+
+SCHEDULE_RESULT = "__typename ... on ExportSchedule { id state }"
 
 MUTATIONS = {
     "startImport": case(
@@ -201,6 +210,52 @@ MUTATIONS = {
         "createApiToken",
         None,
         every("NewApiToken"),
+    ),
+    "scheduleExport": case(
+        'mutation($t: ID!) { scheduleExport(teamId: $t, days: [1, 5], time: "08:00", '
+        f'timezone: "Europe/Berlin") {{ {SCHEDULE_RESULT} }} }}',
+        "scheduleExport",
+        lambda s: {"t": s.w.team},
+        # staff work: a customer may export their own tickets, but not schedule it
+        {
+            "admin": "ExportSchedule",
+            "staff": "ExportSchedule",
+            "customer": "NotAllowed",
+            "outsider": "NotFound",
+        },
+    ),
+    "pauseSchedule of the staff member's schedule": case(
+        f"mutation($id: ID!) {{ pauseSchedule(id: $id) {{ {SCHEDULE_RESULT} }} }}",
+        "pauseSchedule",
+        lambda s: {"id": s.staff_schedule},
+        {
+            "admin": "ExportSchedule",
+            "staff": "ExportSchedule",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    "resumeSchedule of the staff member's schedule": case(
+        f"mutation($id: ID!) {{ resumeSchedule(id: $id) {{ {SCHEDULE_RESULT} }} }}",
+        "resumeSchedule",
+        lambda s: {"id": s.staff_schedule},
+        {
+            "admin": "ExportSchedule",
+            "staff": "ExportSchedule",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    "deleteSchedule of the staff member's schedule": case(
+        "mutation($id: ID!) { deleteSchedule(id: $id) { __typename } }",
+        "deleteSchedule",
+        lambda s: {"id": s.staff_schedule},
+        {
+            "admin": "ScheduleDeleted",
+            "staff": "ScheduleDeleted",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
     ),
     "revokeApiToken": case(
         "mutation($id: ID!) { revokeApiToken(id: $id) { __typename } }",

@@ -107,6 +107,31 @@ OPERATIONS: dict[str, tuple[str, str | None]] = {
         "mutation($v: ID!) { r: markNotificationsRead(ids: [$v]) { __typename } }",
         None,
     ),
+    "scheduleExport.time": (
+        "mutation($t: ID!, $v: String!) { r: scheduleExport(teamId: $t, days: [1], time: $v) "
+        "{ __typename ... on Problem { message } ... on ValidationProblem { field } } }",
+        "time",
+    ),
+    "scheduleExport.timezone": (
+        'mutation($t: ID!, $v: String!) { r: scheduleExport(teamId: $t, days: [1], time: "08:00", '
+        "timezone: $v) { __typename ... on Problem { message } ... on ValidationProblem { field } } }",
+        "timezone",
+    ),
+    "scheduleExport.name": (
+        'mutation($t: ID!, $v: String!) { r: scheduleExport(teamId: $t, days: [1], time: "08:00", '
+        "name: $v) { __typename ... on Problem { message } ... on ValidationProblem { field } } }",
+        "name",
+    ),
+    "scheduleExport.q": (
+        'mutation($t: ID!, $v: String!) { r: scheduleExport(teamId: $t, days: [1], time: "08:00", '
+        "filter: {q: $v}) { __typename ... on Problem { message } ... on ValidationProblem "
+        "{ field } } }",
+        "q",
+    ),
+    "schedules.teamId": ("query($v: ID!) { r: schedules(teamId: $v) { id } }", None),
+    "pauseSchedule.id": ("mutation($v: ID!) { r: pauseSchedule(id: $v) { __typename } }", None),
+    "resumeSchedule.id": ("mutation($v: ID!) { r: resumeSchedule(id: $v) { __typename } }", None),
+    "deleteSchedule.id": ("mutation($v: ID!) { r: deleteSchedule(id: $v) { __typename } }", None),
     "startImport.uploadId": (
         "mutation($t: ID!, $v: ID!) { r: startImport(teamId: $t, mode: CREATE, uploadId: $v) "
         "{ __typename } }",

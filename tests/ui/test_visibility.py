@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from desk.reads import tasks as reads
-from desk.work import reminders, tasks
+from desk.work import reminders, schedules, tasks
 
 MISSING = 99_999
 
@@ -18,7 +18,15 @@ async def acme(rt, world):
     reminder = await reminders.schedule_reminder(
         rt, world.staff, world.tickets["login"], in_minutes=30
     )
-    return {"ticket": world.tickets["login"], "export": export.id, "reminder": reminder.id}
+    schedule = await schedules.create_schedule(
+        rt, world.staff, world.team, {}, days=[1], time="08:00"
+    )
+    return {
+        "ticket": world.tickets["login"],
+        "export": export.id,
+        "reminder": reminder.id,
+        "schedule": schedule.id,
+    }
 
 
 GETS = [
@@ -34,6 +42,9 @@ POSTS = [
     ("/tasks/{export}/cancel", {}),
     ("/tasks/{export}/retry", {}),
     ("/tasks/{reminder}/cancel", {}),
+    ("/schedules/{schedule}/pause", {}),
+    ("/schedules/{schedule}/resume", {}),
+    ("/schedules/{schedule}/delete", {}),
 ]
 
 

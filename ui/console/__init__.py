@@ -12,7 +12,21 @@ from fastapi import FastAPI
 
 
 def mount(app: FastAPI) -> None:
-    from ui.console import failures_routes, live, overview_routes, tasks_routes, workers_routes
+    from ui.console import (
+        failures_routes,
+        live,
+        overview_routes,
+        schedules_routes,
+        tasks_routes,
+        workers_routes,
+    )
 
-    for module in (overview_routes, tasks_routes, failures_routes, workers_routes, live):
+    for module in (
+        overview_routes,
+        tasks_routes,
+        failures_routes,
+        workers_routes,
+        schedules_routes,
+        live,
+    ):
         app.include_router(module.router, include_in_schema=False)

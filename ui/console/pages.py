@@ -24,6 +24,7 @@ ACTION_LABELS = {
     "lane_resume": "Resumed a lane",
     "operator_add": "Granted the operator role",
     "operator_remove": "Removed the operator role",
+    "schedule_pause": "Paused a scheduled export",
 }
 EVENT_LABELS = {
     "accepted": "Accepted",
