@@ -52,9 +52,9 @@ TEMPLATES: dict[str, Template] = {
     ),
     # E-mail (desk/work/mail.py, jobs/processors/email.py); `reply` is the mail server's answer.
     "email.sent": "E-mail sent.",
-    "email.rejected": "The mail server refused the message: %(reply)s",
-    "email.deferred": "The mail server deferred the message: %(reply)s",
-    "email.unreachable": "Could not reach the mail server: %(reply)s",
+    "email.rejected": 'The mail server refused the message: "%(reply)s"',
+    "email.deferred": 'The mail server deferred the message: "%(reply)s"',
+    "email.unreachable": 'Could not reach the mail server: "%(reply)s"',
     "email.no_server": "No mail server is configured (set SMTP_URL).",
     "export.ready": (
         "Export #%(task)s is ready: %(rows)s row, until %(expires_at)s.",
