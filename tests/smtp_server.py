@@ -45,7 +45,7 @@ class Handler:
     ) -> str:
         local = address.split("@")[0].lower()
         if local.startswith("reject+"):
-            return "550 5.1.1 <%s>: mailbox unavailable" % address
+            return f"550 5.1.1 <{address}>: mailbox unavailable"
         if local.startswith("tempfail+") and address not in self.tempfailed:
             self.tempfailed.add(address)
             return "451 4.3.0 greylisted, try again later"
