@@ -23,6 +23,7 @@ def mount(app: FastAPI) -> None:
         chrome_routes,
         import_routes,
         reminders_box,
+        settings_routes,
         tasks_routes,
         tickets_routes,
         watch,
@@ -38,6 +39,7 @@ def mount(app: FastAPI) -> None:
         chrome_routes,
         admin_routes,
         import_routes,
+        settings_routes,
         watch,
     ):
         app.include_router(module.router, include_in_schema=False)
