@@ -198,3 +198,21 @@ def test_absolute_links() -> None:
     assert mail.absolute("/tasks/1", "https://d.test/") == "https://d.test/tasks/1"
     assert mail.absolute("https://else.test/x", "https://d.test") == "https://else.test/x"
     assert mail.locale_of("zh-CN") == "zh_Hans" and mail.locale_of("fr") == "en"
+
+
+async def test_the_change_feed_announces_a_task_with_no_team(rt: Runtime, world: World) -> None:
+    from desk.core.feed import TaskNote
+
+    note = TaskNote.parse("5,,,EMAIL,WAITING,1,,,,0,0,0,,1")
+    assert (note.id, note.team_id, note.owner_id, note.kind, note.created) == (
+        5,
+        0,
+        0,
+        "EMAIL",
+        True,
+    )
+    async with rt.engine.connect() as conn:
+        source = await conn.scalar(
+            sa.text("SELECT pg_get_functiondef('taskdesk_feed_tasks'::regproc)")
+        )
+    assert "coalesce(n.team_id::text, '')" in source
