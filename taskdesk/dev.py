@@ -199,6 +199,8 @@ def _child_env(settings: Settings) -> dict[str, str]:
 
 def spawn_children(settings: Settings, args: argparse.Namespace) -> list[Child]:
     env = _child_env(settings)
+    if "PUBLIC_URL" not in os.environ:  # e-mailed links point at this very server
+        env["PUBLIC_URL"] = f"http://{_probe_host(args.host)}:{args.port}"
     web = ["serve", "--host", args.host, "--port", str(args.port)]
     children = [spawn("web server", web, env)]
     if not args.no_worker:
