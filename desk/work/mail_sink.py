@@ -9,6 +9,8 @@ each message whole and then renames it into place, the web process only reads.
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
 import socket
 import threading
@@ -52,13 +54,29 @@ class _Store:
         return "250 OK caught by the taskdesk dev sink"
 
 
+POINTER = ".sink.json"  # {pid, url} of the running sink, for commands started beside dev
+
+
 @dataclass
 class Sink:
     controller: Controller
     url: str  # what SMTP_URL should be
+    pointer: Path
 
     def stop(self) -> None:
         self.controller.stop()
+        self.pointer.unlink(missing_ok=True)
+
+
+def running_url(data_dir: str | Path) -> str | None:
+    """The SMTP_URL of the sink a running `taskdesk dev` keeps for `data_dir` (a `taskdesk
+    worker` started beside it sends there too), or None."""
+    try:
+        body = json.loads((folder(data_dir) / POINTER).read_text())
+        os.kill(int(body["pid"]), 0)  # raises when that dev is gone
+        return str(body["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def start(data_dir: str | Path, host: str = "127.0.0.1") -> Sink:
@@ -68,7 +86,11 @@ def start(data_dir: str | Path, host: str = "127.0.0.1") -> Sink:
         port = int(s.getsockname()[1])
     controller = Controller(_Store(folder(data_dir)), hostname=host, port=port)
     controller.start()
-    return Sink(controller, f"smtp://{host}:{port}")
+    url = f"smtp://{host}:{port}"
+    pointer = folder(data_dir) / POINTER
+    pointer.with_suffix(".tmp").write_text(json.dumps({"pid": os.getpid(), "url": url}))
+    pointer.with_suffix(".tmp").replace(pointer)
+    return Sink(controller, url, pointer)
 
 
 @dataclass(frozen=True)

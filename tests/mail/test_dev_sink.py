@@ -86,3 +86,21 @@ async def test_the_page_is_missing_outside_dev(
             assert r.status_code == 404 and "secret link" not in r.text, url
         unknown = await client.get("/no/such/page")
         assert r.text == unknown.text.replace("/no/such/page", "/dev/mail/1/html")
+
+
+def test_a_command_started_beside_dev_finds_its_sink(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskdesk.config import resolve_settings
+
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        monkeypatch.setenv(name, getattr(settings, name.lower()))
+    monkeypatch.delenv("SMTP_URL", raising=False)
+    started = mail_sink.start(tmp_path)
+    try:
+        assert mail_sink.running_url(tmp_path) == started.url
+        assert resolve_settings(str(tmp_path)).smtp_url == started.url
+    finally:
+        started.stop()
+    assert mail_sink.running_url(tmp_path) is None
+    assert resolve_settings(str(tmp_path)).smtp_url == ""
