@@ -28,7 +28,14 @@ from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.run import Row
-from jobs.outcomes import Cancelled, CancelledAtFinish, DatabaseUnreachable, LostFence, Permanent
+from jobs.outcomes import (
+    Cancelled,
+    CancelledAtFinish,
+    DatabaseUnreachable,
+    JobOutcome,
+    LostFence,
+    Permanent,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -225,10 +232,9 @@ async def claim_batch(rt: Runtime, task_id: int, run: int, *, limit: int) -> lis
 
 async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     rt = ex.rt
-    message = (
-        exc.message if isinstance(exc, Permanent | DatabaseUnreachable) else describe_error(exc)
-    )
-    key, params = (exc.key, exc.params) if isinstance(exc, Permanent) else (None, {})
+    # A JobOutcome (Permanent, RetryLater, …) says what happened in its own words and key.
+    message = exc.message if isinstance(exc, JobOutcome) else describe_error(exc)
+    key, params = (exc.key, exc.params) if isinstance(exc, JobOutcome) else (None, {})
     if is_transient(exc):
         message, key, params = f"Database unreachable: {describe_db_error(exc)}", None, {}
 
@@ -318,7 +324,7 @@ async def run_claimed(
         await _release(rt, ex)
         raise
     except Exception as exc:
-        if not is_transient(exc) and not isinstance(exc, DatabaseUnreachable):
+        if not is_transient(exc) and not isinstance(exc, JobOutcome):
             log.exception("task %s failed", ex.task_id)
         await _fail(ex, exc, retryable=True)
         return "retry"

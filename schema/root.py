@@ -19,6 +19,7 @@ from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
 from schema.schedules import ScheduleMutation, ScheduleQuery
+from schema.preferences import PreferencesMutation, PreferencesQuery
 from schema.subscriptions import Subscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.tickets import TicketMutation, TicketQuery
@@ -27,7 +28,15 @@ from schema.viewer import ViewerQuery
 
 
 @strawberry.type
-class Query(ViewerQuery, TicketQuery, TaskQuery, NotificationQuery, TokenQuery, ScheduleQuery):
+class Query(
+    ViewerQuery,
+    TicketQuery,
+    TaskQuery,
+    NotificationQuery,
+    TokenQuery,
+    ScheduleQuery,
+    PreferencesQuery,
+):
     pass
 
 
@@ -39,6 +48,7 @@ class Mutation(
     NotificationMutation,
     TokenMutation,
     ScheduleMutation,
+    PreferencesMutation,
 ):
     pass
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from desk.core.settings import ConfigError, Settings, load_settings
+from desk.work import mail_sink
 from taskdesk.embedded import EmbeddedError, PostgresServer, RedisServer
 
 
@@ -146,6 +147,10 @@ def resolve_settings(data_dir: str | None = None, *, quiet: bool = False) -> Set
         if not quiet:
             print(f"taskdesk: {name.upper()} not set; using the dev server: {url}", file=sys.stderr)
         overrides[name] = url
+    if not settings.smtp_url:  # e-mail goes to the running dev's sink, if there is one
+        root = Path(str(overrides.get("data_dir", roots[0])))
+        if sink := mail_sink.running_url(root):
+            overrides["smtp_url"] = sink
     return load_settings(**overrides) if overrides else settings
 
 
@@ -154,3 +159,5 @@ def export_to_environ(settings: Settings) -> None:
     os.environ["DATABASE_URL"] = settings.database_url
     os.environ["REDIS_URL"] = settings.redis_url
     os.environ["DATA_DIR"] = settings.data_dir
+    if settings.smtp_url:
+        os.environ["SMTP_URL"] = settings.smtp_url

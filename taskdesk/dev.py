@@ -30,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from desk.core.settings import Settings, load_settings
+from desk.work import mail_sink
 from taskdesk.children import Child, ChildDied, check_children, spawn, stop_children, supervise
 from taskdesk.commands import DATA_DIR_HELP, Subparsers
 from taskdesk.config import remove_dev_record, write_dev_record
@@ -81,18 +82,19 @@ def run(args: argparse.Namespace) -> int:
             f"stop that program or pass --port {args.port + 1}"
         )
         return 1
-    started, children, record = Started(), [], None
+    started, children, record, sink = Started(), [], None, None
     default_home = Path(load_settings().data_dir)  # where flagless commands look first
     _handle_signals(_interrupt)
     began = time.monotonic()
     try:
         settings = start_servers(settings, Path(settings.data_dir), started)
+        settings, sink = start_mail_sink(settings)
         prepare_database(settings)
         children = spawn_children(settings, args)
         url = f"http://{_probe_host(args.host)}:{args.port}/"
         wait_until_up(url, children)
         record = write_dev_record(default_home, Path(settings.data_dir), url, _urls(settings))
-        print_banner(settings, url, time.monotonic() - began, children)
+        print_banner(settings, url, time.monotonic() - began, children, sink is not None)
         return supervise(children, say)
     except ChildDied as exc:
         say(f"{exc}; stopping the rest")
@@ -106,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         if record is not None:
             remove_dev_record(record)
         stop_children(children, settings.worker_grace_seconds + 5, say)
+        if sink is not None:
+            sink.stop()
         started.stop()
 
 
@@ -152,6 +156,17 @@ def start_servers(settings: Settings, root: Path, started: Started) -> Settings:
     return load_settings(data_dir=settings.data_dir, **urls) if urls else settings
 
 
+def start_mail_sink(settings: Settings) -> tuple[Settings, mail_sink.Sink | None]:
+    """With SMTP_URL unset, catch every e-mail in a sink whose mail /dev/mail shows."""
+    if settings.smtp_url:
+        return settings, None
+    sink = mail_sink.start(settings.data_dir)
+    say(
+        f"e-mail: caught by a private SMTP sink at {sink.url} (kept under {mail_sink.folder(settings.data_dir)})"
+    )
+    return settings.model_copy(update={"smtp_url": sink.url}), sink
+
+
 def prepare_database(settings: Settings) -> None:
     from taskdesk import migrate
 
@@ -176,6 +191,7 @@ def _child_env(settings: Settings) -> dict[str, str]:
     return os.environ | {
         "DATABASE_URL": settings.database_url,
         "REDIS_URL": settings.redis_url,
+        "SMTP_URL": settings.smtp_url,
         "DATA_DIR": settings.data_dir,
         "PYTHONUNBUFFERED": "1",
     }
@@ -183,6 +199,8 @@ def _child_env(settings: Settings) -> dict[str, str]:
 
 def spawn_children(settings: Settings, args: argparse.Namespace) -> list[Child]:
     env = _child_env(settings)
+    if "PUBLIC_URL" not in os.environ:  # e-mailed links point at this very server
+        env["PUBLIC_URL"] = f"http://{_probe_host(args.host)}:{args.port}"
     web = ["serve", "--host", args.host, "--port", str(args.port)]
     children = [spawn("web server", web, env)]
     if not args.no_worker:
@@ -222,7 +240,9 @@ def _urls(settings: Settings) -> dict[str, str]:
     }
 
 
-def print_banner(settings: Settings, url: str, took: float, children: list[Child]) -> None:
+def print_banner(
+    settings: Settings, url: str, took: float, children: list[Child], sink: bool = False
+) -> None:
     from desk.seed.demo import DEMO_LOGINS, DEMO_PASSWORD
 
     workers = [c.proc.pid for c in children if c.restartable]
@@ -234,6 +254,12 @@ def print_banner(settings: Settings, url: str, took: float, children: list[Child
         f"  GraphiQL   {url}graphql",
         f"  database   {_redact(settings.database_url)}",
         f"  redis      {_redact(settings.redis_url)}",
+        f"  e-mail     {_redact(settings.smtp_url) or '(none: SMTP_URL is empty)'}",
+        *(
+            [f"  caught     {url}dev/mail (the sink's mail: invitations, resets, exports)"]
+            if sink
+            else []
+        ),
         *[
             f"  worker     pid {pid} (try `kill -9 {pid}`: it is restarted, no task is lost)"
             for pid in workers

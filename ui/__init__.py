@@ -9,6 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from desk.core.settings import Env
 from web import errors
 
 STATIC = Path(__file__).parent / "static"
@@ -21,9 +22,11 @@ def mount(app: FastAPI) -> None:
         admin_routes,
         auth_routes,
         chrome_routes,
+        devmail_routes,
         import_routes,
         reminders_box,
         schedules_routes,
+        settings_routes,
         tasks_routes,
         tickets_routes,
         watch,
@@ -40,8 +43,12 @@ def mount(app: FastAPI) -> None:
         admin_routes,
         import_routes,
         schedules_routes,
+        settings_routes,
         watch,
     ):
         app.include_router(module.router, include_in_schema=False)
+    if app.state.settings.taskdesk_env is Env.DEV:
+        # Outside development /dev/mail does not exist at all, like GraphiQL in production.
+        app.include_router(devmail_routes.router, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     errors.use_pages(app, errors.Pages(page=error_page, viewer=viewer_for_error))

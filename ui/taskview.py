@@ -26,6 +26,7 @@ KIND_LABELS = {
     TaskKind.REMINDER: "Reminder",
     TaskKind.IMPORT: "Import",
     TaskKind.NOOP: "Test task",
+    TaskKind.EMAIL: "E-mail",
 }
 TONE = {
     "Queued": "wait",

@@ -344,9 +344,11 @@ async def task_in_scope(rt: Runtime, scope: Scope, task_id: int) -> Found:
         row = (
             await conn.execute(
                 sa.text(
-                    "SELECT b.*, t.name AS team_name, u.email AS owner_email "
-                    "FROM background_task b JOIN team t ON t.id = b.team_id "
-                    f"JOIN app_user u ON u.id = b.owner_id WHERE b.id = :id AND {where}"
+                    # LEFT: an e-mail may have no team or owner (desk/work/mail.py).
+                    "SELECT b.*, coalesce(t.name, '') AS team_name, "
+                    " coalesce(u.email, '') AS owner_email FROM background_task b "
+                    "LEFT JOIN team t ON t.id = b.team_id "
+                    f"LEFT JOIN app_user u ON u.id = b.owner_id WHERE b.id = :id AND {where}"
                 ),
                 {**params, "id": task_id},
             )

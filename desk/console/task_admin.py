@@ -60,8 +60,10 @@ async def rows_where(rt: Runtime, clauses: list[str], params: dict[str, object])
     async with rt.engine.connect() as conn:
         rows = await conn.execute(
             sa.text(
-                "SELECT b.*, t.name AS team_name, u.email AS owner_email FROM background_task b "
-                "JOIN team t ON t.id = b.team_id JOIN app_user u ON u.id = b.owner_id "
+                # LEFT: an e-mail may have no team or owner (desk/work/mail.py).
+                "SELECT b.*, coalesce(t.name, '') AS team_name, coalesce(u.email, '') AS owner_email "
+                "FROM background_task b LEFT JOIN team t ON t.id = b.team_id "
+                "LEFT JOIN app_user u ON u.id = b.owner_id "
                 f"WHERE {' AND '.join(clauses)} ORDER BY b.id DESC LIMIT :lim"
             ),
             params,

@@ -66,8 +66,8 @@ class TaskNote:
         f = item.split(",")
         return cls(
             int(f[0]),
-            int(f[1]),
-            int(f[2]),
+            int(f[1] or 0),  # an EMAIL task may have no team or owner: 0, nobody's
+            int(f[2] or 0),
             f[3],
             f[4],
             int(f[5]),

@@ -27,6 +27,7 @@ TEMPLATES: dict[str, Template] = {
     "import.cancelled_at_finish": "Cancelled while finishing; the rows already imported stay.",
     "reminder.cancelled_at_finish": "Cancelled while finishing; nobody was reminded.",
     "noop.cancelled_at_finish": "Cancelled while finishing.",
+    "email.cancelled_at_finish": "Cancelled while sending; the message may have gone out.",
     "import.done": (
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),
@@ -48,6 +49,17 @@ TEMPLATES: dict[str, Template] = {
     "reminder.notification": "Reminder: ticket #%(ticket)s “%(title)s” is still %(status)s.",
     "reminder.notification_note": (
         "Reminder: ticket #%(ticket)s “%(title)s” is still %(status)s. Note: %(note)s"
+    ),
+    # E-mail (desk/work/mail.py, jobs/processors/email.py); `reply` is the mail server's answer.
+    "email.sent": "E-mail sent.",
+    "email.rejected": 'The mail server refused the message: "%(reply)s"',
+    "email.deferred": 'The mail server deferred the message: "%(reply)s"',
+    "email.unreachable": 'Could not reach the mail server: "%(reply)s"',
+    "email.no_server": "No mail server is configured (set SMTP_URL).",
+    "export.ready": (
+        "Export #%(task)s is ready: %(rows)s row, until %(expires_at)s.",
+        "Export #%(task)s is ready: %(rows)s rows, until %(expires_at)s.",
+        "rows",
     ),
     "quota.active_exports": (
         "You already have %(active)s export running; wait for it to finish.",

@@ -43,6 +43,7 @@ class TaskKind(StrEnum):
     REMINDER = "REMINDER"
     IMPORT = "IMPORT"
     NOOP = "NOOP"  # benchmarks and tests only
+    EMAIL = "EMAIL"  # one message to one address (desk/work/mail.py)
 
 
 class TaskStatus(StrEnum):
@@ -194,6 +195,10 @@ class BackgroundTask(SQLModel, table=True):
         _check_in("status", TaskStatus),
         sa.CheckConstraint("progress >= 0 AND progress <= 1", name="progress_range"),
         sa.CheckConstraint("run >= 1 AND attempts >= 0 AND max_attempts >= 1", name="counters"),
+        sa.CheckConstraint(
+            "kind = 'EMAIL' OR (team_id IS NOT NULL AND owner_id IS NOT NULL)",
+            name="team_owner_set",
+        ),
         sa.Index("background_task_team_owner_created", "team_id", "owner_id", sa.text("id DESC")),
         sa.Index("background_task_team_created", "team_id", sa.text("id DESC")),
         sa.Index(
@@ -238,8 +243,10 @@ class BackgroundTask(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     kind: str = Field(max_length=20)
-    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
-    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE")
+    # NULL only in an EMAIL with no team (a password reset) or no account yet (an invitation):
+    # the CHECK `team_owner_set` keeps every other kind's pair set, so its readers may trust it.
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE", nullable=True)
+    owner_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", nullable=True)
     ticket_id: int | None = Field(default=None, foreign_key="ticket.id", ondelete="CASCADE")
 
     scope_key: str = Field(max_length=200)
@@ -487,3 +494,15 @@ class ScheduleRun(SQLModel, table=True):
         default=None, foreign_key="background_task.id", ondelete="SET NULL", index=True
     )
     outcome: str = Field(max_length=64)  # "created", or a message key saying why not
+# --- e-mail (desk/work/mail.py) -----------------------------------------------------------------
+
+
+class NotificationPreference(SQLModel, table=True):
+    """What one person wants by e-mail beside the in-app notification; no row: nothing."""
+
+    __tablename__ = "notification_preference"
+
+    user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
+    export_ready_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    reminder_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    updated_at: datetime = _now_col()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
 import ipaddress
+import urllib.parse
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
@@ -129,6 +132,13 @@ class Settings(BaseSettings):
     # and for one person across this web process (every WebSocket and event stream together).
     subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
     subscriptions_per_person: int = Field(default=50, ge=1, le=100_000)
+    # E-mail (desk/work/mail.py): smtp://[user:pass@]host:port (add ?starttls=1 to upgrade the
+    # connection), smtps:// for implicit TLS. Empty: EMAIL tasks fail saying so (`taskdesk dev`
+    # points it at its own sink).
+    smtp_url: str = Field(default="", max_length=500)
+    mail_from: str = Field(default="taskdesk <taskdesk@localhost>", min_length=3, max_length=320)
+    # The address people reach this deployment at: links in e-mails are built from it.
+    public_url: str = Field(default="http://127.0.0.1:8000", min_length=8, max_length=500)
 
     @field_validator("database_url", "direct_database_url", "feed_database_url")
     @classmethod
@@ -143,6 +153,29 @@ class Settings(BaseSettings):
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://, rediss:// or unix:// URL (or empty)")
         return v
+
+    @field_validator("smtp_url")
+    @classmethod
+    def _check_smtp_url(cls, v: str) -> str:
+        if v:
+            smtp_parts(v)  # raises ValueError naming what is wrong
+        return v
+
+    @field_validator("mail_from")
+    @classmethod
+    def _check_mail_from(cls, v: str) -> str:
+        _, address = email.utils.parseaddr(v)
+        if "@" not in address or any(c in v for c in "\r\n"):
+            raise ValueError("must be an address like `taskdesk <desk@example.com>`")
+        return v
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, v: str) -> str:
+        parts = urllib.parse.urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            raise ValueError("must be an http:// or https:// URL such as https://desk.example.com")
+        return v.rstrip("/")
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -247,6 +280,46 @@ def _libpq(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql://" + url[len(prefix) :]
     return url
+
+
+@dataclass(frozen=True)
+class SmtpParts:
+    """SMTP_URL taken apart (never logged whole: it may carry a password)."""
+
+    host: str
+    port: int
+    implicit_tls: bool
+    starttls: bool
+    username: str | None
+    password: str | None
+
+
+def smtp_parts(url: str) -> SmtpParts:
+    """`smtp://[user:pass@]host[:port][?starttls=1]` or `smtps://…`; ValueError on anything else."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("smtp", "smtps"):
+        raise ValueError("must be smtp://[user:pass@]host:port or smtps://… (or empty)")
+    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    if set(query) - {"starttls"} or query.get("starttls", ["0"])[-1] not in ("0", "1"):
+        raise ValueError("the only option is ?starttls=1 (or 0)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port must be a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise ValueError("names no host (smtp://host:port)")
+    implicit = parts.scheme == "smtps"
+    starttls = query.get("starttls", ["0"])[-1] == "1"
+    if implicit and starttls:
+        raise ValueError("smtps:// is TLS already; ?starttls=1 is for smtp://")
+    return SmtpParts(
+        host=parts.hostname,
+        port=port or (465 if implicit else 25),
+        implicit_tls=implicit,
+        starttls=starttls,
+        username=urllib.parse.unquote(parts.username) if parts.username else None,
+        password=urllib.parse.unquote(parts.password) if parts.password else None,
+    )
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -1,6 +1,6 @@
 """Lanes: which kinds of task share worker capacity, and the operators' pause of a lane.
 
-Short work (reminders) runs in the `short` lane, long work (exports, imports) in the `long`
+Short work (reminders, e-mails) runs in the `short` lane, long work (exports, imports) in the `long`
 lane. Each lane has its own arq queue and its own slots in every worker, so a long task can
 never take a short slot (jobs/worker.py). In the long lane one team may run at most
 `LONG_TEAM_MAX_RUNNING` tasks at once (the dispatcher and the claim enforce it in
@@ -31,7 +31,7 @@ SHORT = "short"
 LONG = "long"
 # Lane name -> the task kinds it runs. Every TaskKind is in exactly one lane.
 LANES: dict[str, tuple[str, ...]] = {
-    SHORT: ("REMINDER", "NOOP"),
+    SHORT: ("REMINDER", "NOOP", "EMAIL"),
     LONG: ("EXPORT", "IMPORT"),
 }
 _LANE_OF = {kind: lane for lane, kinds in LANES.items() for kind in kinds}

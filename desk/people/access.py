@@ -78,25 +78,30 @@ class Reach(Enum):
 
 
 # The rule: exports (and their files) are their owner's alone; reminders are staff work; an
-# admin sees every import of the team, staff their own; a test task is its owner's.
+# admin sees every import of the team, staff their own; a test task is its owner's. An e-mail is
+# nobody's to follow in the team's task lists (it may carry a single-use link; people get the news
+# itself): only the operators' console shows it.
 TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
     Role.ADMIN: {
         TaskKind.EXPORT: Reach.OWN,
         TaskKind.REMINDER: Reach.ALL,
         TaskKind.IMPORT: Reach.ALL,
         TaskKind.NOOP: Reach.OWN,
+        TaskKind.EMAIL: Reach.NONE,
     },
     Role.STAFF: {
         TaskKind.EXPORT: Reach.OWN,
         TaskKind.REMINDER: Reach.ALL,
         TaskKind.IMPORT: Reach.OWN,
         TaskKind.NOOP: Reach.OWN,
+        TaskKind.EMAIL: Reach.NONE,
     },
     Role.CUSTOMER: {
         TaskKind.EXPORT: Reach.OWN,
         TaskKind.REMINDER: Reach.NONE,
         TaskKind.IMPORT: Reach.NONE,
         TaskKind.NOOP: Reach.OWN,
+        TaskKind.EMAIL: Reach.NONE,
     },
 }
 # The rule as two sets of (role, kind): one look-up per row on the hot paths.

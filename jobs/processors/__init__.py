@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.execution import Processor
-from jobs.processors import export, imports, noop, reminder
+from jobs.processors import email, export, imports, noop, reminder
 
 
 def registry() -> dict[str, Processor]:
@@ -12,4 +12,5 @@ def registry() -> dict[str, Processor]:
         "REMINDER": reminder.process,
         "IMPORT": imports.process,
         "NOOP": noop.process,
+        "EMAIL": email.process,
     }

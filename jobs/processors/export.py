@@ -30,7 +30,7 @@ from desk.core.models import TaskStatus
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.people import access
-from desk.work import exports
+from desk.work import exports, news
 from jobs.execution import Execution
 from jobs.outcomes import Permanent
 
@@ -187,6 +187,11 @@ async def process(ex: Execution) -> None:
         )
         if done is not None and done.status == TaskStatus.COMPLETED:
             await ledger_upkeep.drop_other_chunks(conn, ex.task_id, ex.execution_id)
+            # The owner hears of it in the same transaction (desk/work/news.py).
+            await news.export_ready(
+                conn, task_id=ex.task_id, team_id=done.team_id, owner_id=done.owner_id,
+                rows=rows, expires_at=done.expires_at or now, now=now,
+            )  # fmt: skip
     # Turned CANCELLED (a cancel recorded after the last progress write): the same statement
     # deleted the stored CSV.
     ex.finished(done)

@@ -14,7 +14,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.run import Row
-from desk.work import reminder_firing
+from desk.work import news, reminder_firing
 from jobs.execution import Execution
 from jobs.outcomes import LostFence
 
@@ -42,6 +42,14 @@ async def fire_many(rt: Runtime, claimed: list[tuple[Row, str]]) -> set[int]:
             for user in f.recipients
         ]
         await notifications.insert_rows(conn, rows)
+        fired = [
+            news.Reminded(task.team_id, task.ticket_id, str(f.text.params["title"]), f.recipients)
+            for task in done
+            for f in [firings[task.id or 0]]
+            if task.status == TaskStatus.COMPLETED and not f.skipped and f.text is not None
+            if task.ticket_id is not None
+        ]
+        await news.reminder_emails(conn, fired, now=rt.clock())
     return {task.id or 0 for task in done}
 
 

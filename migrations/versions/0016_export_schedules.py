@@ -2,7 +2,7 @@
 record of every occurrence (the task it made, or why none)
 
 Revision ID: 0016
-Revises: 0013
+Revises: 0015
 Create Date: 2026-12-03 07:33:19.145367
 
 See docs/architecture.md, "Scheduled exports".
@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
 revision: str = '0016'
-down_revision: Union[str, Sequence[str], None] = '0013'
+down_revision: Union[str, Sequence[str], None] = '0015'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

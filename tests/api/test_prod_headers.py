@@ -109,7 +109,8 @@ async def test_rendered_pages_need_nothing_the_csp_forbids(web, world) -> None:
         cookie, _ = signed_in(c.settings, world.admin)
         c.cookies.set("taskdesk_session", cookie)
         urls = ["/tickets", f"/tickets/{world.tickets['login']}", "/tasks", "/members",
-                "/tokens", "/imports", "/notifications", "/tickets/new"]  # fmt: skip
+                "/tokens", "/imports", "/notifications", "/tickets/new",
+                "/settings/notifications"]  # fmt: skip
         for url in urls:
             r = await c.get(url)
             assert r.status_code == 200, url

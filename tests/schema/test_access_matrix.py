@@ -102,6 +102,13 @@ QUERIES = {
         "{ unreadNotificationCount }", "unreadNotificationCount", None, every(1)
     ),
     "health": case("{ health { ok redisOk workers } }", "health", None, every("ok")),
+    # everyone reads only their own preferences: there is no argument naming someone else
+    "notificationPreferences": case(
+        "{ notificationPreferences { exportReadyEmail reminderEmail } }",
+        "notificationPreferences",
+        None,
+        every("ok"),
+    ),
     "apiTokens": case(
         "{ apiTokens { id prefix } }",
         "apiTokens",
@@ -204,6 +211,12 @@ MUTATIONS = {
         "markNotificationsRead",
         None,
         every("NotificationsMarked"),
+    ),
+    "setNotificationPreferences": case(
+        "mutation { setNotificationPreferences(reminderEmail: true) { __typename } }",
+        "setNotificationPreferences",
+        None,
+        every("NotificationPreferences"),
     ),
     "createApiToken": case(
         'mutation { createApiToken(name: "ci") { __typename } }',

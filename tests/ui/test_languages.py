@@ -117,6 +117,15 @@ async def _tasks_in_every_state(rt, world, clock) -> None:
             text=messages.message("reminder.notification", ticket=1, title="x", status="OPEN"),
             link="/tickets/1",
         )
+        await notifications.insert_many(
+            conn,
+            user_ids=[world.customer],
+            team_id=world.team,
+            task_id=None,
+            kind="EXPORT_READY",
+            text=messages.message("export.ready", task=7, rows=1234, expires_at=clock.now),
+            link="/tasks/7/download",
+        )
 
 
 async def test_every_page_renders_fully_in_chinese(page_as, world, rt, clock, chinese) -> None:
@@ -134,7 +143,14 @@ async def test_every_page_renders_fully_in_chinese(page_as, world, rt, clock, ch
             "/tickets/99999",
         ],
         world.admin: ["/members", "/tokens", "/tasks"],
-        world.customer: ["/tickets", f"/tickets/{ticket}", "/tasks", "/notifications", "/members"],
+        world.customer: [
+            "/tickets",
+            f"/tickets/{ticket}",
+            "/tasks",
+            "/notifications",
+            "/members",
+            "/settings/notifications",
+        ],
     }
     fragments = {
         world.staff: [

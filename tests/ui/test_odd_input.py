@@ -41,6 +41,7 @@ FORMS = {
     "/members": ("email", "role"),
     "/tokens": ("name",),
     "/notifications/read": ("id",),
+    "/settings/notifications": ("export_ready_email", "reminder_email"),
 }
 POST_PATHS = (
     "/tickets/{}",

@@ -94,6 +94,7 @@ async def test_sign_in_needs_its_form_token(page_as, world, with_password) -> No
         ("/logout", {}),
         ("/members", {"email": "wang@acme.test", "role": "ADMIN"}),
         ("/tokens", {"name": "forged"}),
+        ("/settings/notifications", {"export_ready_email": "on"}),
     ],
 )
 async def test_state_changes_without_the_token_are_refused(page_as, world, rt, path, data) -> None:
