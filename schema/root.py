@@ -18,8 +18,8 @@ from strawberry.types import ExecutionContext
 from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
-from schema.schedules import ScheduleMutation, ScheduleQuery
 from schema.preferences import PreferencesMutation, PreferencesQuery
+from schema.schedules import ScheduleMutation, ScheduleQuery
 from schema.subscriptions import Subscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.tickets import TicketMutation, TicketQuery
