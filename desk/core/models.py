@@ -494,6 +494,8 @@ class ScheduleRun(SQLModel, table=True):
         default=None, foreign_key="background_task.id", ondelete="SET NULL", index=True
     )
     outcome: str = Field(max_length=64)  # "created", or a message key saying why not
+
+
 # --- e-mail (desk/work/mail.py) -----------------------------------------------------------------
 
 
