@@ -18,6 +18,7 @@ from strawberry.types import ExecutionContext
 from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
+from schema.people import PeopleMutation, PeopleQuery
 from schema.subscriptions import Subscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.tickets import TicketMutation, TicketQuery
@@ -26,12 +27,19 @@ from schema.viewer import ViewerQuery
 
 
 @strawberry.type
-class Query(ViewerQuery, TicketQuery, TaskQuery, NotificationQuery, TokenQuery):
+class Query(ViewerQuery, TicketQuery, TaskQuery, NotificationQuery, TokenQuery, PeopleQuery):
     pass
 
 
 @strawberry.type
-class Mutation(TicketMutation, TaskMutation, ImportMutation, NotificationMutation, TokenMutation):
+class Mutation(
+    TicketMutation,
+    TaskMutation,
+    ImportMutation,
+    NotificationMutation,
+    TokenMutation,
+    PeopleMutation,
+):
     pass
 
 

@@ -12,7 +12,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.imports import service as imports
 from desk.people import users
-from desk.work import reminders, tasks
+from desk.work import onboarding, reminders, tasks
 from tests.factories import World
 
 PROBLEMS = {"NotFound", "NotAllowed", "ValidationProblem", "TaskConflict", "QuotaExceeded"}
@@ -65,6 +65,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
             )
     token_row, token = await users.create_token(rt, w.staff, "matrix")
     upload = await imports.store_upload(rt, w.admin, w.team, "m.csv", b"external_id,title\nM-1,x\n")
+    invited = await onboarding.invite_member(rt, w.admin, w.team, "matrix@acme.test", "STAFF")
     return Scene(
         w=w,
         staff_export=staff_export.id or 0,
@@ -74,6 +75,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
         staff_token_id=token_row.id or 0,
         staff_token=token,
         admin_upload=upload.id or 0,
+        ids={"invitation": invited.invitation.id, "invitation_token": invited.token},
     )
 
 
