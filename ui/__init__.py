@@ -22,6 +22,7 @@ def mount(app: FastAPI) -> None:
         auth_routes,
         chrome_routes,
         import_routes,
+        link_routes,
         reminders_box,
         tasks_routes,
         tickets_routes,
@@ -38,6 +39,7 @@ def mount(app: FastAPI) -> None:
         chrome_routes,
         admin_routes,
         import_routes,
+        link_routes,
         watch,
     ):
         app.include_router(module.router, include_in_schema=False)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
+from desk.core.runtime import Runtime
 from desk.people import audit, operators
 
 MAX_NAME = 200
@@ -84,3 +85,23 @@ async def by_name(conn: AsyncConnection, name: str) -> TeamRow:
     if row is None:
         raise NotFound(f"No team is called {name!r}.")
     return TeamRow(int(row.id), str(row.name))
+
+
+@dataclass(frozen=True)
+class TeamSummary:
+    id: int
+    name: str
+    members: int
+    created_at: datetime
+
+
+async def list_all(rt: Runtime) -> list[TeamSummary]:
+    """Every team with its member count (the operators' console)."""
+    async with rt.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text(
+                "SELECT t.id, t.name, t.created_at, count(m.user_id) AS members FROM team t "
+                "LEFT JOIN membership m ON m.team_id = t.id GROUP BY t.id ORDER BY lower(t.name)"
+            )
+        )
+        return [TeamSummary(r.id, r.name, int(r.members), r.created_at) for r in rows]

@@ -144,7 +144,11 @@ async def test_odd_addresses_are_validation_problems(rt, world, email) -> None:
 
 @pytest.mark.parametrize(
     "name, password, field",
-    [("", PASSWORD, "display_name"), ("N\x00", PASSWORD, "display_name"), ("N", "short", "password")],
+    [
+        ("", PASSWORD, "display_name"),
+        ("N\x00", PASSWORD, "display_name"),
+        ("N", "short", "password"),
+    ],
 )
 async def test_odd_accept_input_is_a_validation_problem(rt, world, name, password, field) -> None:
     new = await _invite(rt, world)

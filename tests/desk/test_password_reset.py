@@ -75,7 +75,8 @@ async def test_reset_sets_the_password_once_and_ends_every_session(rt, world) ->
     assert gone.value.reason == "used"
     async with rt.engine.connect() as conn:
         actions = [
-            r.action for r in await conn.execute(sa.text("SELECT action FROM ops_audit ORDER BY id"))
+            r.action
+            for r in await conn.execute(sa.text("SELECT action FROM ops_audit ORDER BY id"))
         ]
         assert to.token not in str(
             list(await conn.execute(sa.text("SELECT detail, actor FROM ops_audit")))

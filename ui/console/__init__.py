@@ -1,5 +1,5 @@
 """The operators' console under /ops: overview, tasks, a task's story, failures by error,
-workers, lanes and the audit trail. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
+workers, lanes, the audit trail and (operators only) teams. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
 
 Who sees it is decided once per request by `ui.console.route.ConsoleRoute`: operators see every team,
 a team admin their own teams; anyone else gets the unknown-address 404. Live blocks follow the
@@ -12,7 +12,21 @@ from fastapi import FastAPI
 
 
 def mount(app: FastAPI) -> None:
-    from ui.console import failures_routes, live, overview_routes, tasks_routes, workers_routes
+    from ui.console import (
+        failures_routes,
+        live,
+        overview_routes,
+        tasks_routes,
+        teams_routes,
+        workers_routes,
+    )
 
-    for module in (overview_routes, tasks_routes, failures_routes, workers_routes, live):
+    for module in (
+        overview_routes,
+        tasks_routes,
+        failures_routes,
+        workers_routes,
+        teams_routes,
+        live,
+    ):
         app.include_router(module.router, include_in_schema=False)

@@ -24,6 +24,14 @@ ACTION_LABELS = {
     "lane_resume": "Resumed a lane",
     "operator_add": "Granted the operator role",
     "operator_remove": "Removed the operator role",
+    "team_create": "Created a team",
+    "invite": "Invited someone",
+    "invitation_revoke": "Withdrew an invitation",
+    "invitation_accept": "Accepted an invitation",
+    "member_role": "Changed a member's role",
+    "member_remove": "Removed a member",
+    "password_reset_request": "Asked for a password reset",
+    "password_reset": "Reset a password",
 }
 EVENT_LABELS = {
     "accepted": "Accepted",
