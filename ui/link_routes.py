@@ -32,7 +32,7 @@ router = APIRouter(route_class=UiRoute)
 
 def _page(
     request: Request,
-    name: str,
+    template: str,
     token: str,
     *,
     status: int = 200,
@@ -43,7 +43,7 @@ def _page(
     locale = i18n.pick(None, request.headers.get("accept-language"))
     page = render(
         request,
-        name,
+        template,
         {"v": None, "token": token, **context},
         status=status,
         headers=headers,
