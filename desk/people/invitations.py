@@ -134,6 +134,15 @@ async def create(
     has checked `require_inviter` in this transaction."""
     new_role = members.parse_role(role)
     email = clean_email(email)
+    joined = await conn.execute(
+        sa.text(
+            "SELECT 1 FROM membership m JOIN app_user u ON u.id = m.user_id "
+            "WHERE m.team_id = :t AND lower(u.email) = lower(:e)"
+        ),
+        {"t": team_id, "e": email},
+    )
+    if joined.first() is not None:
+        raise ValidationProblem("email", "already a member of this team")
     await conn.execute(
         sa.text(
             "UPDATE invitation SET revoked_at = :now WHERE team_id = :t "

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from desk.core.errors import LinkGone, NotAllowed, NotFound, ValidationProblem
 from desk.core.models import Role
-from desk.people import access, invitations, teams, users
+from desk.people import access, invitations, members, teams, users
 from desk.people.throttle import Throttled
 from desk.work import onboarding
 
@@ -192,3 +192,17 @@ async def test_operators_create_teams_with_a_first_admin(rt, world) -> None:
     )
     assert done.role is Role.ADMIN and done.team_id == created.team.id
     assert [a[0] for a in await _audit(rt)][:2] == ["team_create", "invite"]
+
+
+async def test_members_are_not_invited_again(rt, world) -> None:
+    with pytest.raises(ValidationProblem, match="already a member"):
+        await _invite(rt, world, "CHEN@acme.test")
+
+
+async def test_role_changes_and_removals_are_audited(rt, world) -> None:
+    await members.change_role(rt, world.admin, world.team, world.customer, "STAFF")
+    await members.remove_member(rt, world.admin, world.team, world.customer2)
+    assert await _audit(rt) == [
+        ("member_role", "zhou@acme.test", world.team, "lin@acme.test: CUSTOMER -> STAFF"),
+        ("member_remove", "zhou@acme.test", world.team, "wang@acme.test (CUSTOMER)"),
+    ]
