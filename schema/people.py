@@ -160,7 +160,8 @@ class PeopleMutation:
         async def run(ctx: Context, user_id: int) -> Invitation:
             team = _id(team_id, "Team")
             new = await onboarding.invite_member(ctx.rt, user_id, team, email, role.value)
-            return Invitation.from_row(new.invitation, onboarding.absolute(new.path))
+            base = str(ctx.request.base_url) if ctx.request is not None else ""
+            return Invitation.from_row(new.invitation, onboarding.shown_link(base, new.path))
 
         allowed = (e.NotFound, e.NotAllowed, e.ValidationProblem)
         return await attempt(info, run, allowed)  # type: ignore[return-value]

@@ -94,9 +94,7 @@ async def invite(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
         return await _members_answer(
             request, rt, v, team, status=422, invite_problem=problem, invite_email=email, role=role
         )
-    link = str(request.base_url).rstrip("/") + new.path
-    if onboarding.absolute(new.path) != new.path:
-        link = onboarding.absolute(new.path)
+    link = onboarding.shown_link(str(request.base_url), new.path)
     return await _members_answer(
         request, rt, v, team, status=201, link=link, invited=new.invitation
     )

@@ -28,16 +28,25 @@ class CreatedTeam:
     invitation: NewInvitation | None  # the first admin's, when an address was given
 
 
+# Every e-mail of onboarding goes through `_mail`, called in the transaction that writes its row,
+# with exactly the keyword arguments of desk.work.mail.queue_email (to, template, params, locale,
+# timezone, team_id, user_id, now).
 async def _mail(conn: AsyncConnection, **kwargs: Any) -> None:
-    """Queue one e-mail in the caller's transaction (kwargs: those of queue_email)."""
     # wired to desk.work.mail.queue_email when the mail branch lands
     return None
 
 
 def absolute(path: str) -> str:
-    """The link as people get it (a path on this site until mail's PUBLIC_URL is known)."""
+    """The link as people get it by e-mail (a path on this site until PUBLIC_URL is known)."""
     # wired to desk.work.mail.absolute when the mail branch lands
     return path
+
+
+def shown_link(base_url: str, path: str) -> str:
+    """The link shown to an admin on a page or in GraphQL: the e-mailed one when it is absolute,
+    else this request's own address."""
+    link = absolute(path)
+    return link if link != path else base_url.rstrip("/") + path
 
 
 async def _sender(conn: AsyncConnection, user_id: int | None) -> tuple[str, str, str]:

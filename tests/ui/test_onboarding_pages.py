@@ -106,6 +106,11 @@ async def test_an_existing_account_joins_after_signing_in(page_as, world, rt) ->
     assert "Sign in as that account" in r.text and f"/login?next={new.path}" in r.text
     r = await _open_and_accept(anon, new.path, display_name="x", password=PASSWORD)
     assert r.status_code == 403 and "sign in as that account" in r.text
+    chen = await page_as(world.staff)  # signed in as someone else: told so, offered sign-out
+    r = await chen.get(new.path, headers=HTML)
+    assert "You are signed in as chen@acme.test" in r.text and 'formaction="/logout"' in r.text
+    r = await chen.post("/logout", data={"csrf_token": _form_token(r.text)})
+    assert r.status_code == 303 and (await chen.get("/tickets")).status_code == 303
     olga = await page_as(world.outsider)
     r = await olga.get(new.path, headers=HTML)
     assert "Join Acme as Outsider" in r.text and 'name="password"' not in r.text

@@ -47,7 +47,5 @@ async def create_team(request: Request, rt: RuntimeDep, c: ConsoleDep) -> Respon
         return await _page(request, rt, c, status=422, problem=problem, name=name, admin=admin)
     link = None
     if created.invitation is not None:
-        path = created.invitation.path
-        absolute = onboarding.absolute(path)
-        link = absolute if absolute != path else str(request.base_url).rstrip("/") + path
+        link = onboarding.shown_link(str(request.base_url), created.invitation.path)
     return await _page(request, rt, c, status=201, created=created, link=link)
