@@ -26,6 +26,7 @@ ACTIONS = (
     "invite",
     "invitation_revoke",
     "invitation_accept",
+    "member_add",
     "member_role",
     "member_remove",
     "password_reset_request",

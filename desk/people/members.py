@@ -159,7 +159,9 @@ async def add_member(rt: Runtime, user_id: int, team_id: int, email: str, role: 
         ).first()
         if inserted is None:
             raise ValidationProblem("email", "already a member of this team")
-        return await _member_row(conn, team_id, int(found.id))
+        added = await _member_row(conn, team_id, int(found.id))
+        await _audit(conn, rt, user_id, team_id, "member_add", f"{added.email} as {new_role.value}")
+        return added
 
 
 async def change_role(

@@ -199,10 +199,12 @@ async def test_members_are_not_invited_again(rt, world) -> None:
         await _invite(rt, world, "CHEN@acme.test")
 
 
-async def test_role_changes_and_removals_are_audited(rt, world) -> None:
+async def test_member_changes_are_audited(rt, world) -> None:
     await members.change_role(rt, world.admin, world.team, world.customer, "STAFF")
     await members.remove_member(rt, world.admin, world.team, world.customer2)
+    await members.add_member(rt, world.admin, world.team, "olga@globex.test", "CUSTOMER")
     assert await _audit(rt) == [
         ("member_role", "zhou@acme.test", world.team, "lin@acme.test: CUSTOMER -> STAFF"),
         ("member_remove", "zhou@acme.test", world.team, "wang@acme.test (CUSTOMER)"),
+        ("member_add", "zhou@acme.test", world.team, "olga@globex.test as CUSTOMER"),
     ]

@@ -28,6 +28,7 @@ ACTION_LABELS = {
     "invite": "Invited someone",
     "invitation_revoke": "Withdrew an invitation",
     "invitation_accept": "Accepted an invitation",
+    "member_add": "Added a member",
     "member_role": "Changed a member's role",
     "member_remove": "Removed a member",
     "password_reset_request": "Asked for a password reset",
