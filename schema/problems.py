@@ -63,6 +63,14 @@ class QuotaExceeded(Problem):
     )
 
 
+@strawberry.type(
+    description="A one-time link (invitation, password reset) that no longer works: `reason` is "
+    "used, expired or revoked, and `message` says what to do."
+)
+class LinkGone(Problem):
+    reason: str
+
+
 def problem(exc: DeskError, *, now: datetime, user_id: int) -> Problem:
     """The union member for an expected domain failure."""
     if isinstance(exc, desk_errors.ValidationProblem):
@@ -81,6 +89,8 @@ def problem(exc: DeskError, *, now: datetime, user_id: int) -> Problem:
             message_key=said.key if said else None,
             message_params=said.params if said else {},
         )
+    if isinstance(exc, desk_errors.LinkGone):
+        return LinkGone(message=exc.message, reason=exc.reason)
     if isinstance(exc, desk_errors.NotAllowed):
         return NotAllowed(message=exc.message)
     if isinstance(exc, desk_errors.NotFound):
@@ -114,6 +124,25 @@ async def attempt(
             return await action(ctx, user_id)
     except DeskError as exc:
         result = problem(exc, now=ctx.now(), user_id=user_id)
+        if not isinstance(result, allowed):
+            fail(exc)
+        return result
+
+
+async def attempt_anonymous(
+    info: Info, action: Callable[[Context], Awaitable[object]], allowed: tuple[type, ...]
+) -> object:
+    """`attempt` for the few mutations a person uses before they can sign in (accepting an
+    invitation, password resets): no caller needed, and their own throttles instead of the
+    per-user change budget (a refusal is RATE_LIMITED, like the budget's)."""
+    ctx = ctx_of(info)
+    try:
+        async with ctx.slot():
+            return await action(ctx)
+    except RateLimited as exc:
+        fail(exc)
+    except DeskError as exc:
+        result = problem(exc, now=ctx.now(), user_id=0)
         if not isinstance(result, allowed):
             fail(exc)
         return result

@@ -18,6 +18,7 @@ from strawberry.types import ExecutionContext
 from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
+from schema.people import PeopleMutation, PeopleQuery
 from schema.preferences import PreferencesMutation, PreferencesQuery
 from schema.schedules import ScheduleMutation, ScheduleQuery
 from schema.subscriptions import Subscription
@@ -36,6 +37,7 @@ class Query(
     TokenQuery,
     ScheduleQuery,
     PreferencesQuery,
+    PeopleQuery,
 ):
     pass
 
@@ -49,6 +51,7 @@ class Mutation(
     TokenMutation,
     ScheduleMutation,
     PreferencesMutation,
+    PeopleMutation,
 ):
     pass
 

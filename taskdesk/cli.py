@@ -19,6 +19,7 @@ from taskdesk import dev
 from taskdesk.commands import (
     doctor,
     import_tickets,
+    invite,
     lanes,
     migrate,
     operators,
@@ -26,6 +27,7 @@ from taskdesk.commands import (
     seed,
     serve,
     tasks,
+    teams,
     tokens,
     worker,
 )
@@ -34,7 +36,7 @@ from taskdesk.embedded import EmbeddedError
 # The subcommands, in the order `taskdesk --help` lists them.
 COMMANDS: list[ModuleType] = [
     dev, serve, worker, migrate, doctor, seed, tasks, lanes, import_tickets, tokens, password,
-    operators,
+    operators, teams, invite,
 ]  # fmt: skip
 
 EPILOG = """\

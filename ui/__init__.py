@@ -24,6 +24,7 @@ def mount(app: FastAPI) -> None:
         chrome_routes,
         devmail_routes,
         import_routes,
+        link_routes,
         reminders_box,
         schedules_routes,
         settings_routes,
@@ -44,6 +45,7 @@ def mount(app: FastAPI) -> None:
         import_routes,
         schedules_routes,
         settings_routes,
+        link_routes,
         watch,
     ):
         app.include_router(module.router, include_in_schema=False)

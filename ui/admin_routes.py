@@ -1,4 +1,5 @@
-"""Admin pages: the team's members (add by e-mail, change role, remove) and the admin's API
+"""Admin pages: the team's members (invite by e-mail — the new link is shown once —, pending
+invitations and withdrawing them, add an existing account, change role, remove) and the admin's API
 tokens (create — shown once —, list, revoke). The rules live in `desk.people.members` and
 `desk.people.users`; anyone but the team's admins gets exactly what an unknown address answers
 (`ui.admin_only`)."""
@@ -12,7 +13,8 @@ from fastapi import APIRouter, Request, Response
 from desk.core.errors import ValidationProblem
 from desk.core.models import Role
 from desk.core.runtime import Runtime
-from desk.people import members, users
+from desk.people import invitations, members, users
+from desk.work import onboarding
 from ui.admin_only import admin_team, as_missing
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
@@ -26,9 +28,11 @@ async def _members_answer(
     request: Request, rt: Runtime, v: Viewer, team_id: int, *, status: int = 200, **extra: Any
 ) -> Response:
     rows = await members.list_members(rt, v.user_id, team_id)
-    context = {"v": v, "members": rows, "roles": list(Role), **extra}
+    pending = await invitations.list_pending(rt, v.user_id, team_id)
+    context = {"v": v, "members": rows, "roles": list(Role), "pending": pending, **extra}
     # A plain form post that worked goes back to the page; one that did not shows its form.
-    if request.method == "POST" and not is_htmx(request) and status < 400:
+    # A new invitation's link is in this one answer only, so that page is shown, not redirected.
+    if request.method == "POST" and not is_htmx(request) and status < 400 and "link" not in extra:
         return redirect(request, "/members")
     return fragment_or_page(request, "members.html", context, "member_list", status=status)
 
@@ -76,6 +80,37 @@ async def remove(request: Request, member_id: int, rt: RuntimeDep, v: PageViewer
     except ValidationProblem as problem:
         return await _members_answer(request, rt, v, team, status=422, problem=problem)
     return await _members_answer(request, rt, v, team, done=f"removed:{gone.display_name}")
+
+
+@router.post("/members/invitations")
+async def invite(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
+    form = await request.form()
+    email, role = str(form.get("email") or ""), str(form.get("role") or "STAFF")
+    try:
+        new = await onboarding.invite_member(rt, v.user_id, team, email, role)
+    except ValidationProblem as problem:
+        return await _members_answer(
+            request, rt, v, team, status=422, invite_problem=problem, invite_email=email, role=role
+        )
+    link = onboarding.shown_link(str(request.base_url), new.path)
+    return await _members_answer(
+        request, rt, v, team, status=201, link=link, invited=new.invitation
+    )
+
+
+@router.post("/members/invitations/{invitation_id}/revoke")
+async def revoke_invitation(
+    request: Request, invitation_id: int, rt: RuntimeDep, v: PageViewer
+) -> Response:
+    if (team := await admin_team(rt, v)) is None:
+        return await as_missing(request)
+    try:
+        gone = await invitations.revoke(rt, v.user_id, invitation_id)
+    except ValidationProblem as problem:
+        return await _members_answer(request, rt, v, team, status=422, problem=problem)
+    return await _members_answer(request, rt, v, team, done=f"withdrawn:{gone.email}")
 
 
 async def _tokens_answer(

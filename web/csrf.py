@@ -98,3 +98,51 @@ async def require_login_csrf(rt: Runtime, request: Request) -> None:
         expected = ""
     if not _matches(str(expected), await submitted_token(request)):
         raise CsrfRefused("The sign-in form expired. Please try again.")
+
+
+# Forms for people who are not signed in yet besides sign-in (accepting an invitation, asking
+# for and using a password-reset link): the same signed-cookie token, in a cookie of their own.
+FORM_COOKIE = "taskdesk_form"
+
+
+def _form_serializer(rt: Runtime) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(rt.settings.secret_key, salt="taskdesk-form-csrf")
+
+
+def issue_form_token(rt: Runtime, request: Request, response: Response) -> str:
+    """A signed-out form's token, kept in FORM_COOKIE (set on `response` when new). A page
+    shown to someone signed in uses their session's token instead."""
+    raw = request.cookies.get(FORM_COOKIE)
+    if raw:
+        try:
+            token = _form_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE)
+            if isinstance(token, str):
+                return token
+        except BadSignature:
+            pass
+    token = secrets.token_urlsafe(24)
+    response.set_cookie(
+        FORM_COOKIE,
+        _form_serializer(rt).dumps(token),
+        max_age=LOGIN_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=secure_cookies(rt),
+        path="/",
+    )
+    return token
+
+
+async def require_form_csrf(rt: Runtime, request: Request) -> None:
+    """A signed-out form's post: the session's token when signed in, else FORM_COOKIE's."""
+    session = await read_session(rt, request)
+    if session is not None:
+        expected = session.csrf
+    else:
+        raw = request.cookies.get(FORM_COOKIE, "")
+        try:
+            expected = str(_form_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE) if raw else "")
+        except BadSignature:
+            expected = ""
+    if not _matches(expected, await submitted_token(request)):
+        raise CsrfRefused("This form expired. Reload the page and try again.")

@@ -101,3 +101,14 @@ class RateLimited(DeskError):
 
     code = "RATE_LIMITED"
     http_status = 429
+
+
+class LinkGone(DeskError):
+    """This link no longer works."""
+
+    code = "LINK_GONE"
+    http_status = 410
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason  # "used", "expired" or "revoked": what happened to the link
+        super().__init__(message)

@@ -508,3 +508,50 @@ class NotificationPreference(SQLModel, table=True):
     export_ready_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     reminder_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     updated_at: datetime = _now_col()
+
+
+# --- Onboarding: invitations and password resets (docs/architecture.md, "Onboarding") ---------
+# Both keep only the SHA-256 of their link's token: a leaked table opens no account.
+
+
+class Invitation(SQLModel, table=True):
+    """An admin's (or the CLI's) invitation of an e-mail address to a team with a role. Live while
+    not accepted, not revoked (or replaced) and before `expires_at`; at most one live per address
+    and team (a new one replaces it)."""
+
+    __tablename__ = "invitation"
+    __table_args__ = (
+        _check_in("role", Role),
+        sa.Index(
+            "invitation_pending",
+            "team_id",
+            sa.func.lower(sa.text("email")),
+            unique=True,
+            postgresql_where=sa.text("accepted_at IS NULL AND revoked_at IS NULL"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", ondelete="CASCADE")
+    email: str = Field(max_length=320)
+    role: str = Field(max_length=20)
+    token_sha256: str = Field(max_length=64, sa_column_kwargs={"unique": True})
+    created_by: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    created_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    expires_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    accepted_at: datetime | None = _tz()
+    accepted_by: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
+    revoked_at: datetime | None = _tz()
+
+
+class PasswordReset(SQLModel, table=True):
+    """One e-mailed password-reset link: single-use, expires."""
+
+    __tablename__ = "password_reset"
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="app_user.id", ondelete="CASCADE", index=True)
+    token_sha256: str = Field(max_length=64, sa_column_kwargs={"unique": True})
+    created_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    expires_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
+    used_at: datetime | None = _tz()

@@ -102,6 +102,14 @@ class Settings(BaseSettings):
     login_max_per_address: int = Field(default=100, ge=1, le=100_000)
     # argon2 runs in this many threads at most, off the event loop (each hash takes ~64 MiB).
     password_hash_threads: int = Field(default=2, ge=1, le=64)
+    # Onboarding links (desk/people/invitations.py, desk/people/resets.py): how long they work,
+    # and how many an admin may send (invitations) or an address and a client may ask for
+    # (password resets) per hour.
+    invitation_ttl_hours: float = Field(default=168.0, gt=0, le=24 * 90)
+    invitation_max_per_hour: int = Field(default=50, ge=1, le=10_000)
+    password_reset_ttl_minutes: int = Field(default=60, ge=5, le=24 * 60)
+    password_reset_max_per_email: int = Field(default=5, ge=1, le=1000)
+    password_reset_max_per_client: int = Field(default=20, ge=1, le=10_000)
     # /health detail and /metrics: a bearer token, and/or client addresses or networks
     # ("10.0.0.0/8,127.0.0.1"). With neither, only dev/test show them; prod says a plain "ok".
     ops_token: str = Field(default="", max_length=256)

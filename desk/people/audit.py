@@ -22,6 +22,16 @@ ACTIONS = (
     "operator_add",
     "operator_remove",
     "schedule_pause",
+    # People (desk/people/teams.py, invitations.py, resets.py, members.py). Never a token.
+    "team_create",
+    "invite",
+    "invitation_revoke",
+    "invitation_accept",
+    "member_add",
+    "member_role",
+    "member_remove",
+    "password_reset_request",
+    "password_reset",
 )
 
 
@@ -65,6 +75,16 @@ async def record(
             "detail": detail[:2000],
         },
     )
+
+
+async def actor_of(conn: AsyncConnection, user_id: int | None) -> str:
+    """What the trail names a person by: their e-mail ("cli" for the command line)."""
+    if user_id is None:
+        return "cli"
+    row = (
+        await conn.execute(sa.text("SELECT email FROM app_user WHERE id = :u"), {"u": user_id})
+    ).first()
+    return str(row.email) if row else f"user #{user_id}"
 
 
 async def recent(

@@ -20,7 +20,7 @@ from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.models import Role
 from desk.core.runtime import Runtime
-from desk.people import access, sessions
+from desk.people import access, audit, sessions
 
 MAX_EMAIL = 320
 
@@ -116,8 +116,23 @@ async def _unassign(conn: AsyncConnection, team_id: int, user_id: int, now: date
     )
 
 
+async def _audit(
+    conn: AsyncConnection, rt: Runtime, actor_id: int, team_id: int, action: str, detail: str
+) -> None:
+    actor = await audit.actor_of(conn, actor_id)
+    await audit.record(
+        conn,
+        at=rt.clock(),
+        actor_id=actor_id,
+        actor=actor,
+        action=action,
+        team_id=team_id,
+        detail=detail,
+    )
+
+
 async def add_member(rt: Runtime, user_id: int, team_id: int, email: str, role: str) -> MemberRow:
-    """Add the account that uses `email` (accounts are made by an operator, not here)."""
+    """Add the account that uses `email` (new people come in by invitation: desk.people.invitations)."""
     new_role = parse_role(role)
     # The shared check first: PostgreSQL refuses NUL in text, UTF-8 a lone surrogate.
     email = inputs.line("email", email or "", max_len=MAX_EMAIL)
@@ -144,7 +159,9 @@ async def add_member(rt: Runtime, user_id: int, team_id: int, email: str, role: 
         ).first()
         if inserted is None:
             raise ValidationProblem("email", "already a member of this team")
-        return await _member_row(conn, team_id, int(found.id))
+        added = await _member_row(conn, team_id, int(found.id))
+        await _audit(conn, rt, user_id, team_id, "member_add", f"{added.email} as {new_role.value}")
+        return added
 
 
 async def change_role(
@@ -165,6 +182,14 @@ async def change_role(
         )
         if new_role is Role.CUSTOMER:
             await _unassign(conn, team_id, member_id, rt.clock())
+        await _audit(
+            conn,
+            rt,
+            user_id,
+            team_id,
+            "member_role",
+            f"{current.email}: {current.role.value} -> {new_role.value}",
+        )
         return await _member_row(conn, team_id, member_id)
 
 
@@ -184,4 +209,7 @@ async def remove_member(rt: Runtime, user_id: int, team_id: int, member_id: int)
         # Their signed-in browsers end too: pages re-check membership anyway, but a removed
         # person must sign in again to see even their other teams (issue 12).
         await sessions.revoke_all(rt, member_id, conn)
+        await _audit(
+            conn, rt, user_id, team_id, "member_remove", f"{current.email} ({current.role.value})"
+        )
         return current

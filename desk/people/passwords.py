@@ -17,7 +17,17 @@ from functools import cache
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from desk.core.errors import ValidationProblem
+
 _hasher = PasswordHasher()
+MIN_LENGTH, MAX_LENGTH = 8, 1000
+
+
+def require_acceptable(password: object) -> str:
+    """The password rule, for every face that sets one (CLI, reset link, invitation)."""
+    if not isinstance(password, str) or not MIN_LENGTH <= len(password) <= MAX_LENGTH:
+        raise ValidationProblem("password", f"use {MIN_LENGTH} to {MAX_LENGTH} characters")
+    return password
 
 
 def hash_password(password: str) -> str:
@@ -59,3 +69,10 @@ async def check_password(password_hash: str | None, password: str, *, threads: i
     At most `threads` checks run at once in this process; others wait, the loop never does."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_pool(threads), _verify_or_dummy, password_hash, password)
+
+
+async def hash_new(password: str, *, threads: int) -> str:
+    """A new password, checked against the rule, hashed off the event loop."""
+    require_acceptable(password)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(threads), hash_password, password)

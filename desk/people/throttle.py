@@ -188,3 +188,40 @@ async def login_succeeded(rt: Runtime, attempt: LoginAttempt | None) -> None:
         await rt.redis.eval(_SUCCEEDED, len(attempt.keys), *attempt.keys, attempt.member)  # type: ignore[misc]
     except REDIS_TROUBLE as exc:
         log.warning("could not clear the sign-in count: %s", exc)
+
+
+# --- Onboarding links -------------------------------------------------------------------------
+#
+# Invitations per admin, password resets per typed address and per client address: counted in
+# fixed one-hour windows like changes. A password reset is counted whether or not an account
+# uses the address (the key is the address, hashed), so a throttled answer tells nothing either.
+
+
+def _hashed(value: str) -> str:
+    return hashlib.sha256(value.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+async def count_invitation(rt: Runtime, user_id: int) -> None:
+    """Raises Throttled beyond INVITATION_MAX_PER_HOUR invitations by one admin."""
+    window, left = _window(rt, 3600)
+    key = f"{rt.settings.queue_prefix}:ratelimit:invite:{user_id}:{window}"
+    counts = await _count(rt, [key], 7200)
+    limit = rt.settings.invitation_max_per_hour
+    if counts is not None and counts[0] > limit:
+        raise Throttled(f"At most {limit} invitations an hour per admin; try again later.", left)
+
+
+async def count_password_reset(rt: Runtime, email: str, address: str) -> None:
+    """Raises Throttled beyond PASSWORD_RESET_MAX_PER_EMAIL for the address typed or
+    PASSWORD_RESET_MAX_PER_CLIENT for the client asking (the same answer for both)."""
+    s = rt.settings
+    window, left = _window(rt, 3600)
+    base = f"{s.queue_prefix}:ratelimit:reset"
+    keys = [f"{base}:email:{_hashed(email)}:{window}", f"{base}:client:{address}:{window}"]
+    counts = await _count(rt, keys, 7200)
+    limits = (s.password_reset_max_per_email, s.password_reset_max_per_client)
+    if counts is not None and any(n > limit for n, limit in zip(counts, limits, strict=True)):
+        minutes = max(1, math.ceil(left / 60))
+        raise Throttled(
+            f"Too many password resets asked for; try again in {minutes} minutes.", left
+        )

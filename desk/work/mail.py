@@ -29,7 +29,6 @@ import jinja2
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.errors import ValidationProblem
-from desk.core.settings import load_settings
 from desk.ledger import mail as ledger_mail
 
 TEMPLATE_DIR = Path(__file__).parent / "mail_templates"
@@ -47,13 +46,12 @@ MAX_ATTEMPTS = 8
 MAX_PARAM_CHARS = 2000
 
 
-def absolute(path: str, public_url: str | None = None) -> str:
-    """`path` under PUBLIC_URL (the given one, else this process's setting); an absolute
-    http(s) URL is returned as it is."""
+def absolute(path: str, public_url: str) -> str:
+    """`path` under `public_url` (the PUBLIC_URL setting); an absolute http(s) URL is returned
+    as it is."""
     if urlsplit(path).scheme in ("http", "https"):
         return path
-    base = public_url if public_url is not None else load_settings().public_url
-    return base.rstrip("/") + "/" + path.lstrip("/")
+    return public_url.rstrip("/") + "/" + path.lstrip("/")
 
 
 def message_id(task_id: int, public_url: str) -> str:

@@ -1,7 +1,7 @@
 """e-mail as a task kind, and who wants which news by e-mail
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-03 08:00:00
 
 `EMAIL` joins the task kinds. An EMAIL task may have no team (a password reset) and no owner
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0013"
+down_revision: str | Sequence[str] | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

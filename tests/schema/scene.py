@@ -12,7 +12,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import notifications
 from desk.imports import service as imports
 from desk.people import users
-from desk.work import reminders, schedules, tasks
+from desk.work import onboarding, reminders, schedules, tasks
 from tests.factories import World
 
 PROBLEMS = {"NotFound", "NotAllowed", "ValidationProblem", "TaskConflict", "QuotaExceeded"}
@@ -67,6 +67,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
     token_row, token = await users.create_token(rt, w.staff, "matrix")
     upload = await imports.store_upload(rt, w.admin, w.team, "m.csv", b"external_id,title\nM-1,x\n")
     schedule = await schedules.create_schedule(rt, w.staff, w.team, {}, days=[1], time="08:00")
+    invited = await onboarding.invite_member(rt, w.admin, w.team, "matrix@acme.test", "STAFF")
     return Scene(
         w=w,
         staff_export=staff_export.id or 0,
@@ -77,6 +78,7 @@ async def make_scene(rt: Runtime, w: World) -> Scene:
         staff_token=token,
         admin_upload=upload.id or 0,
         staff_schedule=schedule.id,
+        ids={"invitation": invited.invitation.id, "invitation_token": invited.token},
     )
 
 

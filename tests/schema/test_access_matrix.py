@@ -109,6 +109,12 @@ QUERIES = {
         None,
         every("ok"),
     ),
+    "invitations": case(
+        "query($t: ID!) { invitations(teamId: $t) { id } }",
+        "invitations",
+        lambda s: {"t": s.w.team},
+        {"admin": "n=1", "staff": "n=0", "customer": "n=0", "outsider": "n=0"},
+    ),
     "apiTokens": case(
         "{ apiTokens { id prefix } }",
         "apiTokens",
@@ -275,6 +281,73 @@ MUTATIONS = {
         "revokeApiToken",
         lambda s: {"id": s.staff_token_id},
         {"admin": "NotFound", "staff": "ApiToken", "customer": "NotFound", "outsider": "NotFound"},
+    ),
+    "inviteMember": case(
+        'mutation($t: ID!) { inviteMember(teamId: $t, email: "m2@acme.test", role: STAFF) '
+        "{ __typename } }",
+        "inviteMember",
+        lambda s: {"t": s.w.team},
+        {
+            "admin": "Invitation",
+            "staff": "NotAllowed",
+            "customer": "NotAllowed",
+            "outsider": "NotFound",
+        },
+    ),
+    "revokeInvitation": case(
+        "mutation($id: ID!) { revokeInvitation(id: $id) { __typename } }",
+        "revokeInvitation",
+        lambda s: {"id": s.ids["invitation"]},
+        {
+            "admin": "Invitation",
+            "staff": "NotAllowed",
+            "customer": "NotAllowed",
+            "outsider": "NotFound",
+        },
+    ),
+    "changeMemberRole": case(
+        "mutation($t: ID!, $u: ID!) { changeMemberRole(teamId: $t, userId: $u, role: STAFF) "
+        "{ __typename } }",
+        "changeMemberRole",
+        lambda s: {"t": s.w.team, "u": s.w.customer2},
+        {
+            "admin": "Member",
+            "staff": "NotAllowed",
+            "customer": "NotAllowed",
+            "outsider": "NotFound",
+        },
+    ),
+    "removeMember": case(
+        "mutation($t: ID!, $u: ID!) { removeMember(teamId: $t, userId: $u) { __typename } }",
+        "removeMember",
+        lambda s: {"t": s.w.team, "u": s.w.customer2},
+        {
+            "admin": "Member",
+            "staff": "NotAllowed",
+            "customer": "NotAllowed",
+            "outsider": "NotFound",
+        },
+    ),
+    # The link (or the address) is the credential: no caller needed, the anonymous included.
+    "acceptInvitation": (
+        'mutation($k: String!) { acceptInvitation(token: $k, displayName: "M", '
+        'password: "matrix password") { __typename } }',
+        "acceptInvitation",
+        lambda s: {"k": s.ids["invitation_token"]},
+        {r: "InvitationAccepted" for r in ROLES},
+    ),
+    "requestPasswordReset": (
+        'mutation { requestPasswordReset(email: "chen@acme.test") { __typename } }',
+        "requestPasswordReset",
+        None,
+        {r: "PasswordResetRequested" for r in ROLES},
+    ),
+    "resetPassword with an unknown link": (
+        'mutation { resetPassword(token: "no-such-token-no-such-token", password: "whatever1") '
+        "{ __typename } }",
+        "resetPassword",
+        None,
+        {r: "NotFound" for r in ROLES},
     ),
 }
 

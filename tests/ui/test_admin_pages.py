@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from desk.core.models import Role
-from desk.people import members, users
+from desk.people import invitations, members, users
+from desk.work import onboarding
 
 PAGES = ["/members", "/tokens"]
 HTML = {"Accept": "text/html"}
@@ -30,7 +31,10 @@ async def test_staff_and_customers_get_exactly_a_missing_page(page_as, world, rt
     nav = (await page.get("/tickets")).text
     assert 'href="/members"' not in nav and 'href="/tokens"' not in nav
     zhou_token, _ = await users.create_token(rt, world.admin, "zhou's")
+    invited = await onboarding.invite_member(rt, world.admin, world.team, "p@acme.test", "STAFF")
     asks: list[tuple[str, str, dict[str, str]]] = [
+        ("POST", "/members/invitations", {"email": "x@acme.test", "role": "ADMIN"}),
+        ("POST", f"/members/invitations/{invited.invitation.id}/revoke", {}),
         ("GET", "/members", {}),
         ("GET", "/tokens", {}),
         ("POST", "/members", {"email": "olga@globex.test", "role": "ADMIN"}),
@@ -61,6 +65,8 @@ async def test_staff_and_customers_get_exactly_a_missing_page(page_as, world, rt
     assert names[world.customer2] is Role.CUSTOMER and world.outsider not in names
     assert await users.list_tokens(rt, getattr(world, who)) == []
     assert (await users.list_tokens(rt, world.admin))[0].revoked_at is None
+    pending = await invitations.list_pending(rt, world.admin, world.team)
+    assert [p.email for p in pending] == ["p@acme.test"]
 
 
 async def test_other_teams_admin_sees_only_their_team(page_as, world) -> None:

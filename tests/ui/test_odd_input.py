@@ -31,6 +31,8 @@ PATHS = (
     "/tasks/{}",
     "/tasks/{}/download",
     "/tasks/{}/report",
+    "/invitations/{}",
+    "/password/reset/{}",
 )
 # POST forms and their fields ({t} is a real ticket id).
 FORMS = {
@@ -39,6 +41,8 @@ FORMS = {
     "/tickets/{t}/reminder": ("preset", "at", "note"),
     "/exports": ("status", "priority", "assignment", "assignee_id", "q"),
     "/members": ("email", "role"),
+    "/members/invitations": ("email", "role"),
+    "/password/forgot": ("email",),
     "/tokens": ("name",),
     "/notifications/read": ("id",),
     "/settings/notifications": ("export_ready_email", "reminder_email"),
@@ -51,6 +55,9 @@ POST_PATHS = (
     "/members/{}/role",
     "/members/{}/remove",
     "/tokens/{}/revoke",
+    "/members/invitations/{}/revoke",
+    "/invitations/{}",
+    "/password/reset/{}",
 )
 LEAKS = ("psycopg", "sqlalchemy", "Traceback", "SELECT ", "INSERT ", "%(")
 

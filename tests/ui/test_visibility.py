@@ -178,3 +178,32 @@ async def test_unknown_address_is_the_404_page_for_browsers(page_as, world) -> N
     assert r.status_code == 404 and "<h1>Not found</h1>" in r.text
     r = await page.get("/no/such/page", headers={"Accept": "application/json"})
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+
+
+async def test_outsider_cannot_withdraw_another_teams_invitation(page_as, world, rt) -> None:
+    """Olga administers Globex: Acme's invitation answers her exactly as a missing one."""
+    from desk.people import invitations
+    from desk.work import onboarding
+
+    new = await onboarding.invite_member(rt, world.admin, world.team, "v@acme.test", "STAFF")
+    olga = await page_as(world.outsider)
+    answers = []
+    for target in (new.invitation.id, MISSING):
+        for hx in (False, True):
+            url = f"/members/invitations/{target}/revoke"
+            r = await (olga.hx_post(url) if hx else olga.post(url, data={"csrf_token": olga.csrf}))
+            answers.append((r.status_code, r.text))
+    assert all(a[0] == 404 for a in answers)
+    assert answers[0] == answers[2] and answers[1] == answers[3]
+    assert [p.id for p in await invitations.list_pending(rt, world.admin, world.team)] == [
+        new.invitation.id
+    ]
+
+
+@pytest.mark.parametrize(
+    "url", ["/invitations/", "/invitations/x", "/password/reset/x", "/password/reset/%C3%A9" * 3]
+)
+async def test_link_pages_with_odd_tokens_are_404_pages(page_as, world, url) -> None:
+    for who in (None, world.staff):
+        r = await (await page_as(who)).get(url, headers={"Accept": "text/html"})
+        assert r.status_code == 404 and "<h1>" in r.text

@@ -1,5 +1,5 @@
 """The operators' console under /ops: overview, tasks, a task's story, failures by error,
-workers, lanes and the audit trail. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
+workers, lanes, the audit trail and (operators only) teams. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
 
 Who sees it is decided once per request by `ui.console.route.ConsoleRoute`: operators see every team,
 a team admin their own teams; anyone else gets the unknown-address 404. Live blocks follow the
@@ -18,6 +18,7 @@ def mount(app: FastAPI) -> None:
         overview_routes,
         schedules_routes,
         tasks_routes,
+        teams_routes,
         workers_routes,
     )
 
@@ -27,6 +28,7 @@ def mount(app: FastAPI) -> None:
         failures_routes,
         workers_routes,
         schedules_routes,
+        teams_routes,
         live,
     ):
         app.include_router(module.router, include_in_schema=False)

@@ -25,6 +25,15 @@ ACTION_LABELS = {
     "operator_add": "Granted the operator role",
     "operator_remove": "Removed the operator role",
     "schedule_pause": "Paused a scheduled export",
+    "team_create": "Created a team",
+    "invite": "Invited someone",
+    "invitation_revoke": "Withdrew an invitation",
+    "invitation_accept": "Accepted an invitation",
+    "member_add": "Added a member",
+    "member_role": "Changed a member's role",
+    "member_remove": "Removed a member",
+    "password_reset_request": "Asked for a password reset",
+    "password_reset": "Reset a password",
 }
 EVENT_LABELS = {
     "accepted": "Accepted",
