@@ -99,7 +99,8 @@ async def test_the_polled_row_and_the_routers_fragments(client, world, rt) -> No
         *_sized(r, ("content-type", HTML)),
         *edge_tail("edge-1"),
     ]
-    assert r.text.startswith('<a id="bell" class="bell" href="/notifications"')
+    # The finished export told its owner "Export #N is ready": one unread notification.
+    assert r.text.startswith('<a id="bell" class="bell has-unread" href="/notifications"')
 
 
 async def test_refusals_of_the_polled_row_are_shown_in_place(client, world, rt) -> None:

@@ -200,7 +200,8 @@ async def test_rows_by_role(page_as, world, made, role) -> None:
 
 async def test_the_watcher_answers(page_as, world, made) -> None:
     page = await page_as(world.staff)
-    nothing = await page.hx_get("/watch?bell=0")
+    # One unread notification: the finished export's "Export #N is ready".
+    nothing = await page.hx_get("/watch?bell=1")
     assert (nothing.status_code, nothing.content) == (204, b"")
     assert _head(nothing) == [
         ("x-poll-in", "5.00"),

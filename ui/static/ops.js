@@ -132,5 +132,11 @@
     refresh();
   });
 
+  // A one-time link shown once (a new team's admin invitation): focusing it selects it all.
+  document.addEventListener("focusin", function (evt) {
+    var el = evt.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-select-on-focus")) el.select();
+  });
+
   follow();
 })();

@@ -71,6 +71,12 @@
   });
   document.addEventListener("DOMContentLoaded", updateChip);
 
+  // A one-time link shown once (an invitation): focusing it selects it all, ready to copy.
+  document.addEventListener("focusin", function (evt) {
+    var el = evt.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-select-on-focus")) el.select();
+  });
+
   function flash(text) {
     var box = document.getElementById("flash");
     if (!box) return;
