@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from dataclasses import dataclass
 
 from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
@@ -63,86 +64,68 @@ async def require_csrf(rt: Runtime, request: Request) -> None:
         raise CsrfRefused()
 
 
-def _login_serializer(rt: Runtime) -> URLSafeTimedSerializer:
-    return URLSafeTimedSerializer(rt.settings.secret_key, salt="taskdesk-login-csrf")
+# Forms shown before sign-in carry a token kept in a signed cookie of their own: the sign-in
+# form's, and the other signed-out forms' (accepting an invitation, asking for and using a
+# password-reset link). One mechanism, two cookies.
+@dataclass(frozen=True)
+class _SignedOut:
+    cookie: str
+    salt: str
+    path: str
+
+    def _serializer(self, rt: Runtime) -> URLSafeTimedSerializer:
+        return URLSafeTimedSerializer(rt.settings.secret_key, salt=self.salt)
+
+    def expected(self, rt: Runtime, request: Request) -> str:
+        """The token in this cookie, or "" when there is none or it is forged or stale."""
+        raw = request.cookies.get(self.cookie, "")
+        try:
+            token = self._serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE) if raw else ""
+        except BadSignature:
+            return ""
+        return token if isinstance(token, str) else ""
+
+    def issue(self, rt: Runtime, request: Request, response: Response) -> str:
+        """Reuse the cookie's token, or set a fresh one on `response`."""
+        if token := self.expected(rt, request):
+            return token
+        token = secrets.token_urlsafe(24)
+        response.set_cookie(
+            self.cookie,
+            self._serializer(rt).dumps(token),
+            max_age=LOGIN_MAX_AGE,
+            httponly=True,
+            samesite="lax",
+            secure=secure_cookies(rt),
+            path=self.path,
+        )
+        return token
+
+
+FORM_COOKIE = "taskdesk_form"
+_LOGIN = _SignedOut(LOGIN_COOKIE, "taskdesk-login-csrf", "/login")
+_FORM = _SignedOut(FORM_COOKIE, "taskdesk-form-csrf", "/")
 
 
 def issue_login_token(rt: Runtime, request: Request, response: Response) -> str:
     """The sign-in form's token: reuse the one in the cookie, or set a fresh one."""
-    raw = request.cookies.get(LOGIN_COOKIE)
-    if raw:
-        try:
-            token = _login_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE)
-            if isinstance(token, str):
-                return token
-        except BadSignature:
-            pass
-    token = secrets.token_urlsafe(24)
-    response.set_cookie(
-        LOGIN_COOKIE,
-        _login_serializer(rt).dumps(token),
-        max_age=LOGIN_MAX_AGE,
-        httponly=True,
-        samesite="lax",
-        secure=secure_cookies(rt),
-        path="/login",
-    )
-    return token
+    return _LOGIN.issue(rt, request, response)
 
 
 async def require_login_csrf(rt: Runtime, request: Request) -> None:
-    raw = request.cookies.get(LOGIN_COOKIE, "")
-    try:
-        expected = _login_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE) if raw else ""
-    except BadSignature:
-        expected = ""
-    if not _matches(str(expected), await submitted_token(request)):
+    if not _matches(_LOGIN.expected(rt, request), await submitted_token(request)):
         raise CsrfRefused("The sign-in form expired. Please try again.")
-
-
-# Forms for people who are not signed in yet besides sign-in (accepting an invitation, asking
-# for and using a password-reset link): the same signed-cookie token, in a cookie of their own.
-FORM_COOKIE = "taskdesk_form"
-
-
-def _form_serializer(rt: Runtime) -> URLSafeTimedSerializer:
-    return URLSafeTimedSerializer(rt.settings.secret_key, salt="taskdesk-form-csrf")
 
 
 def issue_form_token(rt: Runtime, request: Request, response: Response) -> str:
     """A signed-out form's token, kept in FORM_COOKIE (set on `response` when new). A page
     shown to someone signed in uses their session's token instead."""
-    raw = request.cookies.get(FORM_COOKIE)
-    if raw:
-        try:
-            token = _form_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE)
-            if isinstance(token, str):
-                return token
-        except BadSignature:
-            pass
-    token = secrets.token_urlsafe(24)
-    response.set_cookie(
-        FORM_COOKIE,
-        _form_serializer(rt).dumps(token),
-        max_age=LOGIN_MAX_AGE,
-        httponly=True,
-        samesite="lax",
-        secure=secure_cookies(rt),
-        path="/",
-    )
-    return token
+    return _FORM.issue(rt, request, response)
 
 
 async def require_form_csrf(rt: Runtime, request: Request) -> None:
     """A signed-out form's post: the session's token when signed in, else FORM_COOKIE's."""
     session = await read_session(rt, request)
-    if session is not None:
-        expected = session.csrf
-    else:
-        raw = request.cookies.get(FORM_COOKIE, "")
-        try:
-            expected = str(_form_serializer(rt).loads(raw, max_age=LOGIN_MAX_AGE) if raw else "")
-        except BadSignature:
-            expected = ""
+    expected = session.csrf if session is not None else _FORM.expected(rt, request)
     if not _matches(expected, await submitted_token(request)):
         raise CsrfRefused("This form expired. Reload the page and try again.")
