@@ -123,13 +123,6 @@ async def _caller(rt: Runtime, request: Request, *, write: bool) -> Caller:
     return caller
 
 
-def _id(value: object, what: str) -> int:
-    found = lookups.parse_id(value)
-    if found is None:
-        raise NotFound(f"{what} not found.")
-    return found
-
-
 def _started(rt: Runtime, start: Any) -> JSONResponse:
     body = {"task_id": start.id, "status": rules.contract_status(start, rt.clock())}
     headers = {"Location": f"{PREFIX}/tasks/{start.id}"}
@@ -183,7 +176,7 @@ async def start_import(
         raise ValidationProblem("file", "send the CSV as the multipart field `file`")
     if not isinstance(mode, str):
         raise ValidationProblem("mode", "create or upsert")
-    team = _id(team_id, "Team")
+    team = lookups.require_id(team_id, "Team")
     data = await upload.read(limit + 1)
     if len(data) > limit:
         raise BodyTooLarge(limit, "An import file")
@@ -204,7 +197,7 @@ async def get_task(task_id: str, request: Request) -> JSONResponse:
     # The runtime without a dependency: scripts poll this read, and solving one costs about a
     # tenth of its CPU (bench status-read rest).
     rt = get_runtime(request)
-    wanted = _id(task_id, "Task")
+    wanted = lookups.require_id(task_id, "Task")
     caller = await identify(rt, request, task_id=wanted)
     if caller is None:
         raise Unauthenticated()
@@ -228,7 +221,7 @@ async def list_tasks(
     """A team's tasks you may see, newest first, a page at a time. 404 for a team you are not
     in, as for a missing one."""
     caller = await _caller(rt, request, write=False)
-    team = _id(team_id, "Team")
+    team = lookups.require_id(team_id, "Team")
     page = await reads.list_tasks(rt.pg, caller.user_id, team, kind=kind, first=first, after=after)
     now = rt.clock()
     items = [task_json(t, now, caller.user_id) for t in page.items]

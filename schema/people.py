@@ -122,13 +122,6 @@ MemberResult = Annotated[
 REQUESTED = "If an account uses that address, a link to set a new password is on its way."
 
 
-def _id(value: ID, what: str) -> int:
-    parsed = lookups.parse_id(value)
-    if parsed is None:
-        raise NotFound(f"{what} not found.")
-    return parsed
-
-
 @strawberry.type
 class PeopleQuery:
     @strawberry.field(
@@ -158,7 +151,7 @@ class PeopleMutation:
         self, info: strawberry.Info, team_id: ID, email: str, role: Role
     ) -> InviteResult | None:
         async def run(ctx: Context, user_id: int) -> Invitation:
-            team = _id(team_id, "Team")
+            team = lookups.require_id(team_id, "Team")
             new = await onboarding.invite_member(ctx.rt, user_id, team, email, role.value)
             base = str(ctx.request.base_url) if ctx.request is not None else ""
             return Invitation.from_row(new.invitation, onboarding.shown_link(base, new.path))
@@ -169,7 +162,7 @@ class PeopleMutation:
     @strawberry.mutation(description="Withdraw a pending invitation: its link stops working.")
     async def revoke_invitation(self, info: strawberry.Info, id: ID) -> RevokeResult | None:
         async def run(ctx: Context, user_id: int) -> Invitation:
-            row = await invitations.revoke(ctx.rt, user_id, _id(id, "Invitation"))
+            row = await invitations.revoke(ctx.rt, user_id, lookups.require_id(id, "Invitation"))
             return Invitation.from_row(row)
 
         allowed = (e.NotFound, e.NotAllowed, e.ValidationProblem)
@@ -243,7 +236,10 @@ class PeopleMutation:
         self, info: strawberry.Info, team_id: ID, user_id: ID, role: Role
     ) -> MemberResult | None:
         async def run(ctx: Context, caller: int) -> Member:
-            team, member = _id(team_id, "Team"), _id(user_id, "Member")
+            team, member = (
+                lookups.require_id(team_id, "Team"),
+                lookups.require_id(user_id, "Member"),
+            )
             row = await members.change_role(ctx.rt, caller, team, member, role.value)
             return Member.from_row(row)
 
@@ -258,7 +254,10 @@ class PeopleMutation:
         self, info: strawberry.Info, team_id: ID, user_id: ID
     ) -> MemberResult | None:
         async def run(ctx: Context, caller: int) -> Member:
-            team, member = _id(team_id, "Team"), _id(user_id, "Member")
+            team, member = (
+                lookups.require_id(team_id, "Team"),
+                lookups.require_id(user_id, "Member"),
+            )
             return Member.from_row(await members.remove_member(ctx.rt, caller, team, member))
 
         allowed = (e.NotFound, e.NotAllowed, e.ValidationProblem)

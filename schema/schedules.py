@@ -113,13 +113,6 @@ async def _with_tasks(ctx: Context, found: list[Schedule]) -> list[ExportSchedul
     return out
 
 
-def _schedule_id(id: ID) -> int:
-    found = lookups.parse_id(id)
-    if found is None:
-        raise NotFound("Schedule not found.")
-    return found
-
-
 @strawberry.type
 class ScheduleQuery:
     @strawberry.field(
@@ -172,7 +165,9 @@ class ScheduleMutation:
     @strawberry.mutation(description="No more runs until resumed.")
     async def pause_schedule(self, info: strawberry.Info, id: ID) -> PauseScheduleResult | None:
         async def run(ctx: Context, user_id: int) -> ExportSchedule:
-            row = await schedules.pause_schedule(ctx.rt, user_id, _schedule_id(id))
+            row = await schedules.pause_schedule(
+                ctx.rt, user_id, lookups.require_id(id, "Schedule")
+            )
             return (await _with_tasks(ctx, [row]))[0]
 
         return await attempt(info, run, (e.NotFound,))  # type: ignore[return-value]
@@ -183,7 +178,9 @@ class ScheduleMutation:
     )
     async def resume_schedule(self, info: strawberry.Info, id: ID) -> ResumeScheduleResult | None:
         async def run(ctx: Context, user_id: int) -> ExportSchedule:
-            row = await schedules.resume_schedule(ctx.rt, user_id, _schedule_id(id))
+            row = await schedules.resume_schedule(
+                ctx.rt, user_id, lookups.require_id(id, "Schedule")
+            )
             return (await _with_tasks(ctx, [row]))[0]
 
         return await attempt(info, run, (e.NotFound, e.NotAllowed))  # type: ignore[return-value]
@@ -191,7 +188,9 @@ class ScheduleMutation:
     @strawberry.mutation(description="Delete the schedule; the exports it made stay.")
     async def delete_schedule(self, info: strawberry.Info, id: ID) -> DeleteScheduleResult | None:
         async def run(ctx: Context, user_id: int) -> ScheduleDeleted:
-            row = await schedules.delete_schedule(ctx.rt, user_id, _schedule_id(id))
+            row = await schedules.delete_schedule(
+                ctx.rt, user_id, lookups.require_id(id, "Schedule")
+            )
             return ScheduleDeleted(id=ID(str(row.id)))
 
         return await attempt(info, run, (e.NotFound,))  # type: ignore[return-value]

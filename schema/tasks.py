@@ -80,20 +80,6 @@ def _idempotency_key(ctx: Context, argument: str | None) -> str | None:
     return argument or header or None
 
 
-def _task_id(value: ID) -> int:
-    task_id = lookups.parse_id(value)
-    if task_id is None:
-        raise NotFound("Task not found.")
-    return task_id
-
-
-def _ticket_id(value: ID) -> int:
-    ticket_id = lookups.parse_id(value)
-    if ticket_id is None:
-        raise NotFound("Ticket not found.")
-    return ticket_id
-
-
 @strawberry.type
 class TaskQuery:
     @strawberry.field(description="One task by id; null when missing or not yours to see.")
@@ -193,7 +179,7 @@ class TaskMutation:
             row = await reminders.schedule_reminder(
                 ctx.rt,
                 user_id,
-                _ticket_id(ticket_id),
+                lookups.require_id(ticket_id, "Ticket"),
                 at=at,
                 in_minutes=in_minutes,
                 note=note,
@@ -210,7 +196,9 @@ class TaskMutation:
         self, info: strawberry.Info, ticket_id: ID
     ) -> CancelReminderResult | None:
         async def run(ctx: Context, user_id: int) -> ReminderCancelled:
-            row = await reminders.cancel_reminder(ctx.rt, user_id, _ticket_id(ticket_id))
+            row = await reminders.cancel_reminder(
+                ctx.rt, user_id, lookups.require_id(ticket_id, "Ticket")
+            )
             return ReminderCancelled(task=Task.from_model(row, ctx.now(), user_id) if row else None)
 
         return await attempt(info, run, (e.NotFound, e.NotAllowed))  # type: ignore[return-value]
@@ -220,7 +208,7 @@ class TaskMutation:
     )
     async def cancel_task(self, info: strawberry.Info, id: ID) -> CancelTaskResult | None:
         async def run(ctx: Context, user_id: int) -> Task:
-            row = await tasks.cancel_task(ctx.rt, user_id, _task_id(id))
+            row = await tasks.cancel_task(ctx.rt, user_id, lookups.require_id(id, "Task"))
             return Task.from_model(row, ctx.now(), user_id)
 
         return await attempt(info, run, (e.NotFound,))  # type: ignore[return-value]
@@ -228,7 +216,7 @@ class TaskMutation:
     @strawberry.mutation(description="Run a failed task again, with its full attempts.")
     async def retry_task(self, info: strawberry.Info, id: ID) -> RetryTaskResult | None:
         async def run(ctx: Context, user_id: int) -> Task:
-            row = await tasks.retry_task(ctx.rt, user_id, _task_id(id))
+            row = await tasks.retry_task(ctx.rt, user_id, lookups.require_id(id, "Task"))
             return Task.from_model(row, ctx.now(), user_id)
 
         allowed = (e.TaskConflict, e.ValidationProblem, e.NotFound)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from desk.core.errors import NotFound
 from desk.core.models import Role, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk.tickets import TICKET_COLUMNS
@@ -29,6 +30,15 @@ def parse_id(value: object) -> int | None:
         return None
     n = int(text)
     return n if 1 <= n <= MAX_ID else None
+
+
+def require_id(value: object, what: str) -> int:
+    """`parse_id`, or NotFound ("Task not found.") for anything that cannot be an id: an
+    odd id answers exactly as a missing one."""
+    found = parse_id(value)
+    if found is None:
+        raise NotFound(f"{what} not found.")
+    return found
 
 
 @dataclass(frozen=True)
