@@ -80,9 +80,11 @@ async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[i
     if total > ex.rt.settings.export_max_rows:
         limit = ex.rt.settings.export_max_rows
         raise Permanent(message("export.too_many_rows", rows=total, limit=limit))
-    sql, params = exports.bounds_sql(ex.task)
-    params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
-    ends = list((await conn.execute(sa.text(sql), params)).scalars())
+    ends: list[int] = []
+    if total > ROWS_PER_CHUNK:  # else one chunk: no boundary, and no second scan to learn so
+        sql, params = exports.bounds_sql(ex.task)
+        params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
+        ends = list((await conn.execute(sa.text(sql), params)).scalars())
     # Ids are positive; the last range is open-ended (no row lies beyond the total anyway).
     return total, list(zip([0, *ends], [*ends, 2**63 - 1], strict=True))
 
