@@ -146,7 +146,10 @@ async def _post(
     state = request.app.state
     try:
         task_id = status_read(runner, query, variables, name)
-        context = await build_context(state.runtime, request, rid, identify, task_id)
+        accepting = task_id is None and runner.accepting(query, name)
+        context = await build_context(
+            state.runtime, request, rid, identify, task_id, accepting=accepting
+        )
         budget = context.rt.settings.graphql_max_cost
         result = await runner.run(query, variables, context, name, ALLOWED_OPERATIONS, budget)
     except (MissingQueryError, CannotGetOperationTypeError) as exc:

@@ -40,13 +40,24 @@ class Caller(Protocol):
     @property
     def user_id(self) -> int: ...
 
+    @property
+    def session(self) -> str | None:
+        """The session an accept must check in its own statement (named from memory), or None."""
+
 
 class Identify(Protocol):
     """(runtime, request) -> the caller, None when anonymous; raises Unauthenticated for a bad
-    token. With `task_id` it may read that task with the session (`caller.task`, a TaskHit)."""
+    token. With `task_id` it may read that task with the session (`caller.task`, a TaskHit);
+    `accepting`: the operation is an accept, which checks a session named from memory again in
+    its own statement (`caller.session`)."""
 
     def __call__(
-        self, rt: Runtime, conn: HTTPConnection, task_id: int | None = None
+        self,
+        rt: Runtime,
+        conn: HTTPConnection,
+        task_id: int | None = None,
+        *,
+        accepting: bool = False,
     ) -> Awaitable[Caller | None]: ...
 
 
@@ -127,6 +138,12 @@ class Context:
         return self.caller.user_id
 
     @property
+    def session(self) -> str | None:
+        """The session an accept checks in its own statement (its caller was named from
+        memory), else None."""
+        return self.caller.session if self.caller is not None else None
+
+    @property
     def loaders(self) -> Loaders:
         if self._loaders is None:
             self._loaders = _loaders(self, self.user_id)
@@ -160,14 +177,18 @@ async def build_context(
     request_id: str,
     identify: Identify,
     task_id: int | None = None,
+    *,
+    accepting: bool = False,
 ) -> Context:
     """`task_id`: the operation is a status read of that task (`schema.app.status_read`): the
-    caller and the task are read together, and `task(id)` uses that read."""
+    caller and the task are read together, and `task(id)` uses that read. `accepting`: the
+    operation is a lone accept (`schema.executor.Runner.accepting`)."""
     ctx = Context(rt=rt, request=request, request_id=request_id)
     try:
-        ctx.caller = (
-            await identify(rt, request, task_id) if task_id else await identify(rt, request)
-        )
+        if task_id:
+            ctx.caller = await identify(rt, request, task_id)
+        else:
+            ctx.caller = await identify(rt, request, accepting=accepting)
     except Unauthenticated as exc:
         ctx.auth_error = exc
     hit = getattr(ctx.caller, "task", None)

@@ -50,6 +50,7 @@ from typing import Any
 from graphql import (
     DocumentNode,
     ExecutionResult,
+    FieldNode,
     FragmentDefinitionNode,
     GraphQLError,
     GraphQLResolveInfoHelpers,
@@ -58,6 +59,7 @@ from graphql import (
     execute,
     parse,
 )
+from graphql import OperationType as GraphQLOperationType
 from graphql.validation import specified_rules
 from strawberry import Schema
 from strawberry.exceptions import MissingQueryError
@@ -73,6 +75,22 @@ from schema.cost import estimate_cost
 from schema.hardening import CACHE_SIZE, MAX_TOKENS, cost_error
 from schema.status_read import Plan
 
+# Mutations whose statement checks the caller's session itself (desk/ledger/intake.py), so a
+# request that is only one of them may name its caller from memory (web.auth `identify`).
+ACCEPTS = frozenset({"createExport"})
+
+
+def _lone_accept(operation: OperationDefinitionNode) -> bool:
+    root = operation.selection_set.selections
+    return (
+        operation.operation is GraphQLOperationType.MUTATION
+        and not operation.directives
+        and len(root) == 1
+        and isinstance(root[0], FieldNode)
+        and root[0].name.value in ACCEPTS
+        and not root[0].directives
+    )
+
 
 @dataclass
 class Prepared:
@@ -84,6 +102,7 @@ class Prepared:
     fragments: dict[str, FragmentDefinitionNode]
     costs: dict[str | None, int] = field(default_factory=dict)  # when no variable decides it
     plans: dict[str | None, Plan | None] = field(default_factory=dict)
+    accepts: dict[str | None, bool] = field(default_factory=dict)
 
 
 class IgnoredExtensions(RuntimeError):
@@ -262,6 +281,18 @@ class Runner:
             return None
         found = self._plan(prepared, operation)
         return None if found is None else status_read.task_id(found, variables)
+
+    def accepting(self, query: str, operation_name: str | None) -> bool:
+        """Whether the operation to run is a valid lone accept (`ACCEPTS`): its
+        caller may be named from memory, as its statement checks the session again."""
+        prepared = self.prepare(query)
+        operation = prepared.operations.get(operation_name)
+        if operation is None or prepared.errors:
+            return False
+        name = operation.name.value if operation.name else None
+        if name not in prepared.accepts:
+            prepared.accepts[name] = _lone_accept(operation)
+        return prepared.accepts[name]
 
     def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> Plan | None:
         name = operation.name.value if operation.name else None

@@ -156,7 +156,9 @@ class TaskMutation:
             if team is None:
                 raise NotFound("Team not found.")
             raw = filter.raw() if filter else None
-            row = await tasks.create_export(ctx.rt, user_id, team, raw, idempotency_key=key)
+            row = await tasks.create_export(
+                ctx.rt, user_id, team, raw, idempotency_key=key, session=ctx.session
+            )
             return Task.from_model(row, ctx.now(), user_id)
 
         allowed = (e.TaskConflict, e.QuotaExceeded, e.ValidationProblem, e.NotFound)

@@ -4,6 +4,12 @@ The session cookie carries a signed, random session secret; the session itself (
 token, expiry, revocation) lives in PostgreSQL (`desk.people.sessions`), so logout, a password change
 and a member's removal end it server-side. The cookie is HttpOnly, SameSite=Lax, Secure in
 production. Membership is never cached here: desk/ reads it from the database on every call.
+
+One exception to reading the session on every request: an accept (`identify(accepting=True)`,
+GraphQL's `createExport`) names its caller from the change feed's memory of sessions when it
+knows them (docs/architecture.md, "Change feed"), because its own statement checks that session
+again in the same round trip as the insert (desk/ledger/intake.py): a session that ended a moment
+ago and whose notice has not arrived yet inserts nothing and is answered UNAUTHENTICATED.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from desk.core.settings import Env
 from desk.people import sessions, users
 from desk.people.sessions import SESSION_MAX_AGE, Session
 from desk.reads import tasks as reads
+from desk.reads.memory import CallerMemo, Memory
 from desk.reads.tasks import TaskHit
 
 SESSION_COOKIE = "taskdesk_session"
@@ -36,6 +43,8 @@ class Caller:
     via: str  # "cookie" or "token"
     csrf: str = ""
     task: TaskHit | None = None  # the task asked for with `identify(task_id=…)`, if read with it
+    # The session digest an accept must check again in its statement (named from memory).
+    session: str | None = None
 
 
 def get_runtime(conn: HTTPConnection) -> Runtime:
@@ -133,9 +142,12 @@ async def end_session(rt: Runtime, conn: HTTPConnection, response: Response) -> 
     )
 
 
-async def identify(rt: Runtime, conn: HTTPConnection, task_id: int | None = None) -> Caller | None:
+async def identify(
+    rt: Runtime, conn: HTTPConnection, task_id: int | None = None, *, accepting: bool = False
+) -> Caller | None:
     """The caller behind a request or websocket, or None when anonymous. With `task_id` (a
-    status read), a cookie's session and that task are read in one statement (`Caller.task`)."""
+    status read), a cookie's session and that task are read in one statement (`Caller.task`);
+    `accepting`: for an accept that checks the session itself (`Caller.session`)."""
     header = conn.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         uid = await users.user_for_token(rt, header[7:].strip())
@@ -147,10 +159,35 @@ async def identify(rt: Runtime, conn: HTTPConnection, task_id: int | None = None
         found = await reads.viewer(rt.pg, secret, rt.clock(), task_id=task_id) if secret else None
         remember_session(conn, found.person.id if found else None, found.csrf if found else "")
         return Caller(found.person.id, "cookie", found.csrf, found.task) if found else None
+    if accepting:
+        return await _accepting(rt, conn)
     session = await read_session(rt, conn)
     if session is None:
         return None
     return Caller(session.user_id, "cookie", session.csrf)
+
+
+async def _accepting(rt: Runtime, conn: HTTPConnection) -> Caller | None:
+    """A cookie's caller for an accept: from the memory of sessions when it knows the session
+    (no statement; the accept checks it again), else read as ever and remembered."""
+    secret = session_secret(rt, conn)
+    memory: Memory | None = getattr(conn.app.state, "memory", None)
+    if not secret or memory is None:
+        session = await read_session(rt, conn)
+        return Caller(session.user_id, "cookie", session.csrf) if session else None
+    digest = sessions.session_digest(secret)
+    memo = memory.caller(digest, rt.clock())
+    if memo is not None:
+        return Caller(memo.user_id, "cookie", memo.csrf, session=digest)
+    reading = memory.begin()
+    try:
+        found = await read_session(rt, conn)
+        if found is not None and found.expires_at is not None:
+            memo = CallerMemo(found.user_id, found.csrf, found.expires_at)
+            memory.learn_caller(reading, digest, memo)
+    finally:
+        memory.end()
+    return Caller(found.user_id, "cookie", found.csrf) if found else None
 
 
 async def optional_caller(request: Request, rt: RuntimeDep) -> Caller | None:

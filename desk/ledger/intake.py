@@ -34,7 +34,13 @@ from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.rows import dict_row
 
 from desk.core import locks, metrics
-from desk.core.errors import IdempotencyKeyReused, NotFound, QuotaExceeded, ValidationProblem
+from desk.core.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    QuotaExceeded,
+    Unauthenticated,
+    ValidationProblem,
+)
 from desk.core.messages import message
 from desk.core.models import BackgroundTask
 from desk.core.pg import Pg
@@ -54,10 +60,18 @@ FORGET_KEY = (
 )
 
 _SEND = "(%(dispatched)s AND NOT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused))"
+# The caller's session is live (or none was named: the caller was identified by reading it).
+LIVE = (
+    "(%(session)s::text IS NULL OR EXISTS (SELECT 1 FROM web_session WHERE id = %(session)s "
+    " AND user_id = %(owner_id)s AND revoked_at IS NULL AND expires_at > %(now)s))"
+)
+LIVE_SESSION = f"SELECT {LIVE} AS live"
 # m: the owner's role; a: the named assignee is staff; c: an active task in the scope;
-# q: the owner's quota counts. The insert happens only when all of them allow it.
+# q: the owner's quota counts; s: the caller's session is live, when the caller was named from
+# memory (web.auth, `session` set). The insert happens only when all of them allow it.
 ACCEPT = f"""
 WITH m AS (SELECT role FROM membership WHERE user_id = %(owner_id)s AND team_id = %(team_id)s),
+s AS (SELECT {LIVE} AS live),
 a AS (
   SELECT 1 FROM membership WHERE user_id = %(assignee)s::int AND team_id = %(team_id)s
    AND role IN ('ADMIN', 'STAFF')
@@ -84,14 +98,15 @@ ins AS (
    %(reminder_revision)s::int, %(note)s::text, %(run_at)s::timestamptz, %(max_attempts)s::int,
    CASE WHEN {_SEND} THEN %(now)s::timestamptz END, CASE WHEN {_SEND} THEN 1 ELSE 0 END,
    %(now)s::timestamptz, %(now)s::timestamptz, %(idem)s::text, %(fingerprint)s::text
-  FROM m, q
-  WHERE (%(assignee)s::int IS NULL OR EXISTS (SELECT 1 FROM a))
+  FROM m, q, s
+  WHERE s.live AND (%(assignee)s::int IS NULL OR EXISTS (SELECT 1 FROM a))
    AND NOT EXISTS (SELECT 1 FROM c)
    AND q.q_active < %(max_active)s AND q.q_recent < %(max_recent)s
   ON CONFLICT (kind, team_id, scope_key) WHERE {_ACTIVE} DO NOTHING
   RETURNING *
 )
-SELECT (SELECT role FROM m) AS q_role, EXISTS (SELECT 1 FROM a) AS q_assignee_ok,
+SELECT (SELECT live FROM s) AS q_live, (SELECT role FROM m) AS q_role,
+ EXISTS (SELECT 1 FROM a) AS q_assignee_ok,
  (SELECT id FROM c) AS q_conflict, q.*, ins.*
 FROM q LEFT JOIN ins ON true
 """
@@ -127,6 +142,7 @@ class Quota:
 class Outcome:
     """What the accept statement found; `task` is set when it inserted one."""
 
+    live: bool  # the caller's session (checked when named from memory) is live
     role: str | None
     assignee_ok: bool
     conflict_id: int | None
@@ -159,6 +175,16 @@ async def lock_key(db: Db, owner_id: int, key: str) -> None:
     await execute(db, LOCK_KEY, {"k": f"{owner_id}:{key}"})
 
 
+async def live_session(db: Db, session: str | None, owner_id: int, now: datetime) -> None:
+    """Raise Unauthenticated unless `session` (a caller named from memory) is still the owner's
+    live session; None: nothing to check."""
+    if session is None:
+        return
+    found = await one(db, LIVE_SESSION, {"session": session, "owner_id": owner_id, "now": now})
+    if not found or not found["live"]:
+        raise Unauthenticated()
+
+
 async def by_key(db: Db, owner_id: int, key: str) -> BackgroundTask | None:
     row = await one(db, BY_KEY, {"o": owner_id, "k": key})
     return as_task(row) if row else None
@@ -170,7 +196,12 @@ async def forget_key(db: Db, task_id: int, key: str) -> None:
 
 
 def _accept_params(
-    new: NewTask, quota: Quota, now: datetime, dispatched: bool, assignee_id: int | None
+    new: NewTask,
+    quota: Quota,
+    now: datetime,
+    dispatched: bool,
+    assignee_id: int | None,
+    session: str | None,
 ) -> dict[str, Any]:
     return {
         "kind": new.kind, "team_id": new.team_id, "owner_id": new.owner_id,
@@ -180,7 +211,7 @@ def _accept_params(
         "dispatched": dispatched, "lane": lane_of(new.kind), "now": now,
         "idem": new.idempotency_key, "fingerprint": new.request_fingerprint,
         "assignee": assignee_id, "since": quota.since,
-        "max_active": quota.max_active, "max_recent": quota.max_recent,
+        "max_active": quota.max_active, "max_recent": quota.max_recent, "session": session,
     }  # fmt: skip
 
 
@@ -189,6 +220,7 @@ def _outcome(row: dict[str, Any] | None) -> Outcome:
     found = {k: row.pop(k) for k in [k for k in row if k.startswith("q_")]}
     task = as_task(row) if row.get("id") is not None else None
     return Outcome(
+        live=bool(found["q_live"]),
         role=found["q_role"],
         assignee_ok=bool(found["q_assignee_ok"]),
         conflict_id=found["q_conflict"],
@@ -207,26 +239,28 @@ async def accept(
     now: datetime,
     dispatched: bool,
     assignee_id: int | None = None,
+    session: str | None = None,
 ) -> Outcome:
-    """Insert `new` WAITING if the owner is a member, `assignee_id` (if any) is staff, no active
+    """Insert `new` WAITING if `session` (when given) is the owner's live session, the owner is a
+    member, `assignee_id` (if any) is staff, no active
     task holds the scope and the quota allows it; in any case, report what was found. Runs in
     the caller's transaction, which holds the owner's lock (an export) or the lock that
     serialises its scope (an import's team, a reminder's ticket)."""
-    params = _accept_params(new, quota, now, dispatched, assignee_id)
+    params = _accept_params(new, quota, now, dispatched, assignee_id, session)
     return _outcome(await one(db, ACCEPT, params))
 
 
 # The accept statement prepared once per connection under this name (SQL-level PREPARE, so a
 # simple query can EXECUTE it: the server neither parses nor plans it again; psycopg's own
 # prepared statements are protocol-level and cannot join a multi-statement query).
-PREPARED = "taskdesk_accept_v1"
+PREPARED = "taskdesk_accept_v2"
 _ARGS = (
     ("kind", "text"), ("team_id", "int"), ("owner_id", "int"), ("ticket_id", "int"),
     ("scope_key", "text"), ("filters", "jsonb"), ("reminder_revision", "int"), ("note", "text"),
     ("run_at", "timestamptz"), ("max_attempts", "int"), ("dispatched", "boolean"),
     ("lane", "text"), ("now", "timestamptz"), ("idem", "text"), ("fingerprint", "text"),
     ("assignee", "int"), ("since", "timestamptz"), ("max_active", "bigint"),
-    ("max_recent", "bigint"),
+    ("max_recent", "bigint"), ("session", "text"),
 )  # fmt: skip
 
 
@@ -263,11 +297,12 @@ async def accept_at_once(
     now: datetime,
     dispatched: bool,
     assignee_id: int | None = None,
+    session: str | None = None,
 ) -> Outcome:
     """`accept` in its own transaction under the owner's lock, committed: one round trip on an
     autocommit connection with no transaction open (plus the PREPARE on a connection's first
     use). The values are bound client-side (psycopg's quoting, by type)."""
-    params = _accept_params(new, quota, now, dispatched, assignee_id)
+    params = _accept_params(new, quota, now, dispatched, assignee_id, session)
     pooled = conn.prepare_threshold is None
     for _ in range(2):
         if not pooled:
@@ -361,6 +396,8 @@ async def replay(
 def refuse(got: Outcome, quota: Quota, now: datetime, assignee: int | None) -> None:
     """Why the statement inserted nothing, in the order the checks were always made (returns
     when an active task holds the scope: the caller reads it for the TaskConflict)."""
+    if not got.live:
+        raise Unauthenticated()
     if got.role is None:
         raise NotFound("Team not found.")
     if assignee is not None and not got.assignee_ok:

@@ -26,6 +26,7 @@ SESSION_MAX_AGE = 14 * 24 * 3600
 class Session:
     user_id: int
     csrf: str
+    expires_at: datetime | None = None  # as read from the table (None: not read)
 
 
 def session_digest(secret: str) -> str:
@@ -33,16 +34,16 @@ def session_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-async def session(pg: Pg, secret: str, now: datetime) -> tuple[int, str] | None:
-    """(user id, CSRF token) of the live session behind a cookie's secret, else None."""
+async def session(pg: Pg, secret: str, now: datetime) -> Session | None:
+    """The live session behind a cookie's secret, else None."""
     if not secret or len(secret) > 128:
         return None
     data = await pg.one(
-        "SELECT user_id, csrf FROM web_session "
+        "SELECT user_id, csrf, expires_at FROM web_session "
         "WHERE id = %(sid)s AND revoked_at IS NULL AND expires_at > %(now)s",
         {"sid": session_digest(secret), "now": now},
     )
-    return (int(data["user_id"]), str(data["csrf"])) if data else None
+    return Session(int(data["user_id"]), str(data["csrf"]), data["expires_at"]) if data else None
 
 
 def _digest(secret: str) -> str:
@@ -84,8 +85,7 @@ async def lookup(rt: Runtime, secret: str) -> Session | None:
     """The live session behind a cookie's secret, or None (unknown, revoked or expired)."""
     # Every request starts here: one autocommit read on `rt.pg` (desk.reads.tasks), which tries once
     # more after a connection the server closed (a database restart) instead of pinging.
-    found = await session(rt.pg, secret, rt.clock())
-    return Session(*found) if found else None
+    return await session(rt.pg, secret, rt.clock())
 
 
 async def revoke(rt: Runtime, secret: str) -> None:

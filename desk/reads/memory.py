@@ -2,7 +2,8 @@
 watcher's tick needs to tell "nothing changed" without a statement.
 
 It remembers, per process: task rows (as their notices or the tick's reads left them: what a
-version and a label are made of), live sessions and the people behind them, unread counts, the
+version and a label are made of), live sessions and the people behind them (also who a session
+is, for the accepts that name their caller without a statement: `caller`), unread counts, the
 team roles the ticks used, the lanes' pauses, and the tasks created since the listener began.
 Notices (desk/core/feed.py) replace or drop entries as they commit; the tick's own reads fill in
 what no notice has told yet, guarded so a read that raced a notice never stores an older answer
@@ -57,6 +58,17 @@ def _title_shared(task: TaskRow, role: Role) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class CallerMemo:
+    """Who a live session is, as an identification read it (`web.auth`): valid until
+    `expires_at` unless a notice about its person comes first. Only what names the caller; an
+    accept checks the session again inside its own statement (desk/ledger/intake.py)."""
+
+    user_id: int
+    csrf: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Whole:
     """A task's whole row as a read left it, with what a row adds: the reminder's ticket title as
     staff see it. Good for exactly the version it was read at (`updated_us`)."""
@@ -82,6 +94,7 @@ class Memory:
         self.rows: OrderedDict[int, TaskNote] = OrderedDict()
         self.whole: OrderedDict[int, Whole] = OrderedDict()
         self.sessions: OrderedDict[str, SessionMemo] = OrderedDict()
+        self.callers: OrderedDict[str, CallerMemo] = OrderedDict()
         self.by_user: dict[int, set[str]] = {}
         self.unread: dict[int, int] = {}
         self.roles: dict[tuple[int, int], Role] = {}
@@ -103,6 +116,7 @@ class Memory:
         self.rows.clear()
         self.whole.clear()
         self.sessions.clear()
+        self.callers.clear()
         self.by_user.clear()
         self.unread.clear()
         self.roles.clear()
@@ -159,12 +173,14 @@ class Memory:
             return
         for digest in self.by_user.pop(note.user_id, set()):
             self.sessions.pop(digest, None)
+            self.callers.pop(digest, None)
         self.roles = {k: v for k, v in self.roles.items() if k[0] != note.user_id}
         self.unread.pop(note.user_id, None)
 
     def _forget_people(self) -> None:
         self._touch("people", 0)
         self.sessions.clear()
+        self.callers.clear()
         self.by_user.clear()
         self.roles.clear()
 
@@ -176,6 +192,16 @@ class Memory:
 
     def session(self, digest: str, now: datetime) -> SessionMemo | None:
         memo = self.sessions.get(digest) if self.trusted else None
+        return memo if memo is not None and memo.expires_at > now else None
+
+    def caller(self, digest: str, now: datetime) -> CallerMemo | None:
+        """Who the live session `digest` is, from either kind of read; None: ask."""
+        if not self.trusted:
+            return None
+        memo = self.callers.get(digest)
+        tick = self.sessions.get(digest) if memo is None else None
+        if tick is not None:
+            memo = CallerMemo(tick.user_id, tick.csrf, tick.expires_at)
         return memo if memo is not None and memo.expires_at > now else None
 
     def row(self, task_id: int) -> TaskNote | None:
@@ -251,9 +277,21 @@ class Memory:
         self.by_user.setdefault(memo.user_id, set()).add(digest)
         if len(self.sessions) > MAX_SESSIONS:
             old, gone = self.sessions.popitem(last=False)
-            self.by_user.get(gone.user_id, set()).discard(old)
+            if old not in self.callers:  # still indexed for the notices that drop it
+                self.by_user.get(gone.user_id, set()).discard(old)
         if unread is not None:
             self.unread[memo.user_id] = unread
+
+    def learn_caller(self, r: Reading, digest: str, memo: CallerMemo) -> None:
+        if not self._fresh(r, "user", memo.user_id):
+            return
+        self.callers[digest] = memo
+        self.callers.move_to_end(digest)
+        self.by_user.setdefault(memo.user_id, set()).add(digest)
+        if len(self.callers) > MAX_SESSIONS:
+            old, gone = self.callers.popitem(last=False)
+            if old not in self.sessions:  # still indexed for the notices that drop it
+                self.by_user.get(gone.user_id, set()).discard(old)
 
     def learn_roles(self, r: Reading, user_id: int, roles: Iterable[tuple[int, Role]]) -> None:
         if self._fresh(r, "user", user_id):

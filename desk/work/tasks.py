@@ -136,14 +136,17 @@ async def create_export(
     raw_filters: dict[str, Any] | None,
     *,
     idempotency_key: str | None = None,
+    session: str | None = None,
 ) -> BackgroundTask:
     """Queue an export of the team's tickets matching `raw_filters` (a customer: only their own).
 
     With an `idempotency_key` seen within the window: that request's task, even finished.
-    Locks only this person's accepts in this team (desk.ledger.intake), so colleagues never wait."""
+    Locks only this person's accepts in this team (desk.ledger.intake), so colleagues never wait.
+    `session`: the caller's session digest, checked by the accept itself (Unauthenticated when
+    it ended), for a caller named without reading it (web.auth)."""
     req = export_request(rt, user_id, team_id, raw_filters, idempotency_key=idempotency_key)
     async with rt.pg.connection() as conn:
-        task, fresh = await _accept_export(rt, conn, req.new, req.quota, req.assignee)
+        task, fresh = await _accept_export(rt, conn, req, session)
     if fresh:  # after COMMIT: one Redis round trip (desk.core.queue's Lua send)
         await kick(rt, task)
     return task
@@ -155,6 +158,7 @@ async def accept_export_in(
     req: ExportRequest,
     *,
     now: datetime | None = None,
+    session: str | None = None,
 ) -> BackgroundTask:
     """The export accepted in the caller's open transaction (a schedule's occurrence commits
     with it): the owner's lock, then the accept statement every export uses. Raises what
@@ -165,7 +169,7 @@ async def accept_export_in(
     for _ in range(3):
         got = await intake.accept(
             conn, req.new, req.quota, now=now, dispatched=_dispatch_now(rt, req.new.run_at),
-            assignee_id=req.assignee,
+            assignee_id=req.assignee, session=session,
         )  # fmt: skip
         if task := await _settle(conn, got, req.quota, now, req.assignee):
             return task
@@ -174,18 +178,20 @@ async def accept_export_in(
 
 @tracing.traced("taskdesk.accept")
 async def _accept_export(
-    rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
+    rt: Runtime, conn: PgConnection, req: ExportRequest, session: str | None
 ) -> tuple[BackgroundTask, bool]:
     """This person's lock and the accept statement in one transaction, one round trip
     (desk.ledger.intake.accept_at_once); its findings become the same answers as ever, in order."""
+    new, quota, assignee = req.new, req.quota, req.assignee
     if new.idempotency_key is not None:
-        return await _accept_with_key(rt, conn, new, quota, assignee)
+        return await _accept_with_key(rt, conn, req, session)
     now = rt.clock()
     dispatched = _dispatch_now(rt, new.run_at)
     for _ in range(3):
         got = await intake.accept_at_once(
-            conn, new, quota, now=now, dispatched=dispatched, assignee_id=assignee
-        )
+            conn, new, quota, now=now, dispatched=dispatched, assignee_id=assignee,
+            session=session,
+        )  # fmt: skip
         # A conflict is read after COMMIT: the task that held the scope when the statement ran.
         if task := await _settle(conn, got, quota, now, assignee):
             return task, True
@@ -212,20 +218,22 @@ async def _settle(
 
 
 async def _accept_with_key(
-    rt: Runtime, conn: PgConnection, new: ledger.NewTask, quota: intake.Quota, assignee: int | None
+    rt: Runtime, conn: PgConnection, req: ExportRequest, session: str | None
 ) -> tuple[BackgroundTask, bool]:
     """One transaction: the key's lock and earlier task (a replay), else `_accept_export`'s."""
     now = rt.clock()
+    new = req.new
     key = new.idempotency_key or ""
     # No psycopg pipeline: waiting on the lock in pipeline mode spins the event loop (profiled).
     async with intake.transaction(conn):
+        await intake.live_session(conn, session, new.owner_id, now)  # before a replay shows it
         window = rt.settings.idempotency_window_seconds
         replayed = await intake.replay(
             conn, new.owner_id, key, new.request_fingerprint or "", now=now, window=window
         )
         if replayed is not None:
             return replayed, False
-        return await accept_export_in(rt, conn, ExportRequest(new, quota, assignee)), True
+        return await accept_export_in(rt, conn, req, session=session), True
 
 
 # --- reading --------------------------------------------------------------------------------
