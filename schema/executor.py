@@ -50,7 +50,6 @@ from typing import Any
 from graphql import (
     DocumentNode,
     ExecutionResult,
-    FieldNode,
     FragmentDefinitionNode,
     GraphQLError,
     GraphQLResolveInfoHelpers,
@@ -59,7 +58,6 @@ from graphql import (
     execute,
     parse,
 )
-from graphql import OperationType as GraphQLOperationType
 from graphql.validation import specified_rules
 from strawberry import Schema
 from strawberry.exceptions import MissingQueryError
@@ -69,27 +67,11 @@ from strawberry.schema.schema import validate_document
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
-from schema import status_read
+from schema import accept_answer, status_read
 from schema.context import Context
 from schema.cost import estimate_cost
 from schema.hardening import CACHE_SIZE, MAX_TOKENS, cost_error
 from schema.status_read import Plan
-
-# Mutations whose statement checks the caller's session itself (desk/ledger/intake.py), so a
-# request that is only one of them may name its caller from memory (web.auth `identify`).
-ACCEPTS = frozenset({"createExport"})
-
-
-def _lone_accept(operation: OperationDefinitionNode) -> bool:
-    root = operation.selection_set.selections
-    return (
-        operation.operation is GraphQLOperationType.MUTATION
-        and not operation.directives
-        and len(root) == 1
-        and isinstance(root[0], FieldNode)
-        and root[0].name.value in ACCEPTS
-        and not root[0].directives
-    )
 
 
 @dataclass
@@ -102,7 +84,7 @@ class Prepared:
     fragments: dict[str, FragmentDefinitionNode]
     costs: dict[str | None, int] = field(default_factory=dict)  # when no variable decides it
     plans: dict[str | None, Plan | None] = field(default_factory=dict)
-    accepts: dict[str | None, bool] = field(default_factory=dict)
+    accepts: dict[str | None, accept_answer.Plan | None] = field(default_factory=dict)
 
 
 class IgnoredExtensions(RuntimeError):
@@ -239,6 +221,11 @@ class Runner:
         data = self._direct(prepared, operation, variables, context)
         if data is not None:
             return ExecutionResult(data=data)
+        accepted = await self._accepted(prepared, operation, variables, context)
+        if accepted is not None:
+            if accepted.errors:
+                self._process(accepted.errors, query, variables, context)
+            return accepted
         result = execute(
             self.graphql,
             prepared.document,
@@ -283,15 +270,20 @@ class Runner:
         return None if found is None else status_read.task_id(found, variables)
 
     def accepting(self, query: str, operation_name: str | None) -> bool:
-        """Whether the operation to run is a valid lone accept (`ACCEPTS`): its
+        """Whether the operation to run is a valid lone accept (`accept_answer.ACCEPTS`): its
         caller may be named from memory, as its statement checks the session again."""
         prepared = self.prepare(query)
         operation = prepared.operations.get(operation_name)
         if operation is None or prepared.errors:
             return False
+        return self._accept(prepared, operation) is not None
+
+    def _accept(
+        self, prepared: Prepared, operation: OperationDefinitionNode
+    ) -> accept_answer.Plan | None:
         name = operation.name.value if operation.name else None
         if name not in prepared.accepts:
-            prepared.accepts[name] = _lone_accept(operation)
+            prepared.accepts[name] = accept_answer.plan(self.graphql, operation)
         return prepared.accepts[name]
 
     def _plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> Plan | None:
@@ -312,6 +304,20 @@ class Runner:
         if found is None or not isinstance(context, Context):
             return None
         return status_read.answer(found, variables, context)
+
+    async def _accepted(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        variables: dict[str, Any] | None,
+        context: Any,
+    ) -> ExecutionResult | None:
+        """A lone accept's result without graphql-core's executor, if it can be answered so."""
+        found = self._accept(prepared, operation)
+        if found is None or found.shapes is None:
+            return None
+        data, errors = await accept_answer.run(self.graphql, found, operation, variables, context)
+        return ExecutionResult(data=data, errors=errors or None)
 
     def _failed(
         self,

@@ -114,17 +114,41 @@ def _leaves(schema: GraphQLSchema, node: FieldNode) -> tuple[Leaf, ...] | None:
         if name == TYPENAME:
             leaves.append(Leaf(_key(sel), None, None, True))
             continue
-        field = fields.get(name)
-        if field is None or sel.selection_set is not None:
+        leaf = leaf_of(fields.get(name), _key(sel)) if sel.selection_set is None else None
+        if leaf is None:
             return None
-        if field.resolve is None or not is_default_resolver(field.resolve):  # its own resolver
-            return None
-        non_null = isinstance(field.type, GraphQLNonNull)
-        named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
-        if not isinstance(named, GraphQLScalarType | GraphQLEnumType):
-            return None
-        leaves.append(Leaf(_key(sel), field, named.serialize, non_null))
+        leaves.append(leaf)
     return tuple(leaves)
+
+
+def leaf_of(field: GraphQLField | None, key: str) -> Leaf | None:
+    """`field` as a leaf answered directly: a default resolver and a scalar or enum type."""
+    if field is None or field.resolve is None or not is_default_resolver(field.resolve):
+        return None
+    non_null = isinstance(field.type, GraphQLNonNull)
+    named = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
+    if not isinstance(named, GraphQLScalarType | GraphQLEnumType):
+        return None
+    return Leaf(key, field, named.serialize, non_null)
+
+
+def serialized(leaves: tuple[Leaf, ...], obj: Any, typename: str) -> dict[str, Any] | None:
+    """The leaves of `obj` (of the GraphQL type `typename`) as graphql-core's leaf completion
+    gives them; None when one will not serialise or is null where the schema says non-null."""
+    out: dict[str, Any] = {}
+    for leaf in leaves:
+        if leaf.field is None:
+            out[leaf.key] = typename
+            continue
+        value = leaf.field.resolve(obj, None)  # type: ignore[misc]  # a default resolver
+        if value is not None:
+            value = leaf.serialize(value)
+            if value is None or value is Undefined:
+                return None
+        elif leaf.non_null:
+            return None
+        out[leaf.key] = value
+    return out
 
 
 def _key(node: FieldNode) -> str:
@@ -152,19 +176,6 @@ def answer(found: Plan, variables: dict[str, Any] | None, ctx: Context) -> dict[
         return None
     if hit.task is None:  # missing, or not the caller's to see: the same null
         return {found.key: None}
-    user_id = ctx.caller.user_id
-    task = Task.from_model(hit.task, ctx.now(), user_id)
-    out: dict[str, Any] = {}
-    for leaf in found.leaves:
-        if leaf.field is None:
-            out[leaf.key] = "Task"
-            continue
-        value = leaf.field.resolve(task, None)  # type: ignore[misc]  # a default resolver
-        if value is not None:
-            value = leaf.serialize(value)
-            if value is None or value is Undefined:
-                return None
-        elif leaf.non_null:
-            return None
-        out[leaf.key] = value
-    return {found.key: out}
+    task = Task.from_model(hit.task, ctx.now(), ctx.caller.user_id)
+    out = serialized(found.leaves, task, "Task")
+    return None if out is None else {found.key: out}

@@ -1,6 +1,7 @@
 """Running an operation in-process (no web app around it) the way the endpoint does: through
-`schema.executor.Runner`, with the same guards. `executor=True` skips `schema.status_read`'s
-direct answer, so a test can compare it with graphql-core's executor."""
+`schema.executor.Runner`, with the same guards. `executor=True` skips the direct answers
+(`schema.status_read`, `schema.accept_answer`), so a test can compare them with graphql-core's
+executor."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ BUDGET = 10_000  # GRAPHQL_MAX_COST's default
 
 class _ExecutorOnly(Runner):
     def _direct(self, *_: Any) -> dict[str, Any] | None:
+        return None
+
+    async def _accepted(self, *_: Any) -> ExecutionResult | None:
         return None
 
 
