@@ -9,7 +9,8 @@ text keys one bounded LRU holding what does not depend on the request: the parse
 its syntax error), its validation errors under the schema's rules, its operations' types and,
 when no `first` reads a variable, each operation's cost. Then graphql-core's `execute` runs it
 on the same schema with Strawberry's execution context, so types, resolvers and errors are
-Strawberry's own; except the plain status read, which `schema.status_read` answers directly.
+Strawberry's own; except the plain status read, which `schema.status_read` answers directly, and
+a lone `createExport`, whose resolver `schema.accept_answer` calls without the executor.
 
 This runner is the only way taskdesk runs an operation (the endpoint, and the tests through
 tests/schema/run.py). It runs no Strawberry extension, so it refuses a schema that has any
