@@ -4,7 +4,9 @@ A database of its own gets N finished ledger rows (COMPLETED, spread over the la
 1,000 due WAITING rows never sent. Each run times one pass that sends the 1,000 (ours), then a
 second pass right after it with nothing left to send (the steady state, every DISPATCH_INTERVAL);
 then the rows are marked unsent again and the namespace's Redis keys deleted. The SQL claim alone
-(rolled back) is kept in the JSON to split the pass into database and Redis time.
+(rolled back) is kept in the JSON to split the pass into database and Redis time: it is the
+claim of the 1,000 due rows in one statement (`limit=DUE`, not the dispatcher's BATCH, so a
+change of the pass's batch size never changes its baseline with it).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ async def _claim_only(rt: Runtime) -> float:
             now=rt.clock(),
             lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
             redelivery=timedelta(seconds=s.redelivery_seconds),
-            limit=dispatcher.BATCH,
+            limit=DUE,  # the 1,000 due rows in one statement, whatever the pass's batch
             team_max=s.long_team_max_running,
         )
         took = (time.perf_counter() - began) * 1000

@@ -2,12 +2,14 @@
 
 Rows are claimed with `FOR UPDATE SKIP LOCKED`, so any number of dispatchers can sweep at once
 and each due row is sent by one of them. A sweep reserves a new send number per row in the
-ledger, then hands all its messages to Redis in one round trip; sends Redis refused are handed
-back. Beside the first claim runs the check of Redis's epoch key: when it is gone, Redis lost its
-data, and every sent-but-unclaimed task (deferred ones included) whose job Redis no longer holds
-is sent again at once. Only the dispatcher writes the key, so a Redis no dispatcher has used yet
-(a new one, the web's sends already in it) has none either: its sends stay as they are, and with
-nothing to resend the pass says so at INFO, not as a loss.
+ledger (one autocommit statement per batch on `rt.pg`: no BEGIN/COMMIT round trips, no ORM
+rows), then hands the batch's messages to Redis in one round trip while the next batch is
+claimed; sends Redis refused are handed back. Beside the first claim runs the check of Redis's
+epoch key: when it is gone, Redis lost its data, and every sent-but-unclaimed task (deferred
+ones included) whose job Redis no longer holds is sent again at once. Only the dispatcher writes
+the key, so a Redis no dispatcher has used yet (a new one, the web's sends already in it) has
+none either: its sends stay as they are, and with nothing to resend the pass says so at INFO,
+not as a loss.
 """
 
 from __future__ import annotations
@@ -21,22 +23,21 @@ from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
 
 log = logging.getLogger(__name__)
-BATCH = 1000  # one Redis round trip sends a whole batch
+BATCH = 1000  # rows per claim: one Redis round trip sends a whole batch
 MAX_BATCHES = 20  # per pass; what is left waits for the next pass
 
 
 async def _claim(rt: Runtime, now: datetime) -> list[ledger_sends.Due]:
-    """Reserve the next batch of sends in the ledger (one transaction)."""
+    """Reserve the next batch of sends in the ledger: one autocommit statement on `rt.pg`."""
     s = rt.settings
-    async with rt.engine.begin() as conn:
-        return await ledger_sends.claim_due(
-            conn,
-            now=now,
-            lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
-            redelivery=timedelta(seconds=s.redelivery_seconds),
-            limit=BATCH,
-            team_max=s.long_team_max_running,
-        )
+    return await ledger_sends.claim_due(
+        rt.pg,
+        now=now,
+        lookahead=timedelta(seconds=s.dispatch_lookahead_seconds),
+        redelivery=timedelta(seconds=s.redelivery_seconds),
+        limit=BATCH,
+        team_max=s.long_team_max_running,
+    )
 
 
 def _sends(due: list[ledger_sends.Due]) -> list[Send]:

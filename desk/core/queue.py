@@ -112,24 +112,36 @@ class Sent:
 
 
 # ARGV[1..4]: arq's key prefixes (job, in progress, result, retry: `_PREFIXES`, from
-# arq.constants), then 6 values per job: queue, job id, score ms, expiry ms, payload, previous job
-# id ('' if none). Returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries
-# are added with one ZADD per queue and 1,000 jobs (a sweep's 1,000 ZADD calls cost a third of it).
+# arq.constants); ARGV[5]: our job ids' prefix (`{prefix}:task:`); ARGV[6..8]: the payload's
+# bytes around the task id and the run (`_payload_parts`: arq's format, its enqueue time and any
+# trace context included); ARGV[9]: the send time in ms; ARGV[10]: arq's extra expiry in ms;
+# ARGV[11]: the jobs, "task run send score lane " each (lane: 1-based, into ARGV[12..], the
+# lanes' queues). One string for all the jobs rather than 6 values per job: encoding and parsing
+# 6,000 arguments cost more than the script's work. Per job it does what arq's `enqueue_job`
+# does: a job key expiring a day past its due time (PX), an entry in its lane's queue scored by
+# the due time; returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries are
+# added with one ZADD per queue (1,000 ZADD calls cost a third of a sweep), and a first send
+# (send 1) has no previous send to clean up.
 _SEND = """
 local job, running, result, retry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local idp, head, mid, tail = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local now, extra = tonumber(ARGV[9]), tonumber(ARGV[10])
 local out = {}
 local adds = {}
-local i = 5
-while i <= #ARGV do
-  local q, id, score, px, payload, prev = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
-  if prev ~= '' then
+for tid, run, send, score, lane in string.gmatch(ARGV[11], '(%d+) (%d+) (%d+) (%-?%d+) (%d+) ') do
+  local q = ARGV[11 + tonumber(lane)]
+  local base = idp .. tid .. ':' .. run .. ':'
+  local id = base .. send
+  if tonumber(send) > 1 then
+    local prev = base .. string.format('%d', tonumber(send) - 1)
     redis.call('ZREM', q, prev)
     redis.call('DEL', job .. prev, running .. prev, retry .. prev)
   end
   if redis.call('EXISTS', job .. id, result .. id, running .. id) > 0 then
     out[#out + 1] = 0
   else
-    redis.call('SET', job .. id, payload, 'PX', px)
+    local px = string.format('%d', math.max(0, tonumber(score) - now) + extra)
+    redis.call('SET', job .. id, head .. tid .. mid .. run .. tail, 'PX', px)
     local a = adds[q]
     if not a then
       a = {}
@@ -139,7 +151,6 @@ while i <= #ARGV do
     a[#a + 1] = id
     out[#out + 1] = 1
   end
-  i = i + 6
 end
 for q, a in pairs(adds) do
   for j = 1, #a, 2000 do
@@ -170,7 +181,8 @@ return n
 # Shortcut: arq (0.28) has no call that enqueues many jobs in one round trip (`enqueue_job` is one
 # job and four commands under WATCH), so the scripts above write arq's job format and keys
 # themselves. They take the key prefixes from arq.constants (`_PREFIXES`, passed as ARGV), and
-# `job_payload` equals arq's `serialize_job` byte for byte (tests/desk/adapters/). Goes when arq
+# `job_payload` (and the send script's payload, built from `_payload_parts`) equals arq's
+# `serialize_job` byte for byte (tests/desk/adapters/). Goes when arq
 # ships a many-jobs enqueue; until then arq is pinned exactly.
 _PREFIXES = (job_key_prefix, in_progress_key_prefix, result_key_prefix, retry_key_prefix)
 
@@ -191,6 +203,19 @@ def job_payload(task_id: int, run: int, enqueued_ms: int, trace: dict[str, str])
             enqueued_ms, serializer=dumps,
         )  # fmt: skip
     return _PAYLOAD % (task_id, run, enqueued_ms)
+
+
+_HEAD, _MID = b'{"t":null,"f":"' + PROCESS_FUNCTION.encode() + b'","a":[{"task_id":', b',"run":'
+
+
+def _payload_parts(enqueued_ms: int, trace: dict[str, str]) -> tuple[bytes, bytes, bytes]:
+    """`job_payload` cut around the task id and the run: the send script puts each job's two
+    numbers between these bytes (the same for every job of one send)."""
+    whole = job_payload(1, 2, enqueued_ms, trace)
+    known = _HEAD + b"1" + _MID + b"2"
+    if not whole.startswith(known):
+        raise ValueError(f"unexpected job payload {whole!r}")
+    return _HEAD, _MID, whole[len(known) :]
 
 
 def _ms(value: datetime) -> int:
@@ -264,13 +289,15 @@ class Queue:
     def lane_queue(self, lane: str) -> str:
         return queue_name(self.prefix, lane)
 
-    def _argv(self, s: Send, now_ms: int, trace: dict[str, str]) -> list[Any]:
-        score = _ms(s.due)
-        payload = job_payload(s.task_id, s.run, now_ms, trace)
-        prev = job_id(self.prefix, s.task_id, s.run, s.send - 1) if s.send > 1 else ""
-        expiry = max(0, score - now_ms) + expires_extra_ms  # as arq: a day past the due time
-        return [self.lane_queue(s.lane), job_id(self.prefix, s.task_id, s.run, s.send),
-                score, expiry, payload, prev]  # fmt: skip
+    def _argv(self, sends: list[Send], now_ms: int, trace: dict[str, str]) -> list[Any]:
+        """The send script's arguments (see `_SEND`)."""
+        lane = {name: i for i, name in enumerate(LANES, 1)}
+        jobs = "".join(f"{s.task_id} {s.run} {s.send} {_ms(s.due)} {lane[s.lane]} " for s in sends)
+        return [
+            *_PREFIXES, job_id(self.prefix, 0, 0, 0).removesuffix("0:0:0"),
+            *_payload_parts(now_ms, trace), now_ms, expires_extra_ms,  # as arq: a day past due
+            jobs, *(self.lane_queue(name) for name in LANES),
+        ]  # fmt: skip
 
     @tracing.traced("taskdesk.dispatch")
     async def send_many(self, sends: list[Send]) -> Sent:
@@ -278,10 +305,8 @@ class Queue:
         if not sends:
             return Sent([])
         now_ms = int(time.time() * 1000)
-        argv: list[Any] = list(_PREFIXES)
         trace = tracing.message_context()  # the worker's spans join the request that sent it
-        for s in sends:
-            argv += self._argv(s, now_ms, trace)
+        argv = self._argv(sends, now_ms, trace)
         try:
             out = await self._send(args=argv)
         except REDIS_ERRORS as exc:

@@ -100,7 +100,7 @@ def _dues(rows: list[dict[str, Any]]) -> list[Due]:
 
 
 async def claim_due(
-    conn: AsyncConnection,
+    db: sql.Db,
     *,
     now: datetime,
     lookahead: timedelta,
@@ -110,9 +110,10 @@ async def claim_due(
 ) -> list[Due]:
     """Reserve the next send of due WAITING tasks: never sent, or sent longer ago than the
     redelivery window. Paused lanes are skipped, and long tasks of a team that already runs
-    `team_max` of them wait for one to end."""
+    `team_max` of them wait for one to end. On `rt.pg` the claim is one autocommit statement:
+    its reservations commit before any of its messages reaches Redis."""
     found = await sql.rows(
-        conn,
+        db,
         CLAIM_DUE,
         {
             "now": now,

@@ -192,3 +192,19 @@ def test_arq_s_own_error_results_serialize_as_text_and_nothing_else_slips_throug
     }
     with pytest.raises(TypeError):
         dumps({"r": object()})
+
+
+async def test_a_pass_of_several_batches_sends_each_due_row_once(rt, world, monkeypatch):
+    """Each batch's send overlaps the next batch's claim: every due row is still sent once."""
+    await dispatcher.run_once(rt)  # writes the epoch
+    made = [await tasks.submit_noop(rt, world.staff, world.team) for _ in range(7)]
+    async with rt.engine.begin() as conn:
+        await conn.execute(sa.text("UPDATE background_task SET dispatched_at = NULL"))
+    before = [(await _row(rt, t.id)).sends for t in made]
+    monkeypatch.setattr(dispatcher, "BATCH", 3)  # batches of 3, 3 and 1
+    assert await dispatcher.run_once(rt) == len(made)
+    rows = [await _row(rt, t.id) for t in made]
+    assert [r.sends for r in rows] == [n + 1 for n in before], "one send each"
+    queued = await _queued(rt)
+    assert sorted(queued) == sorted(job_id(rt.queue.prefix, r.id, r.run, r.sends) for r in rows)
+    assert await dispatcher.run_once(rt) == 0, "nothing left to send"

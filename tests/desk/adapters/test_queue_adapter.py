@@ -95,6 +95,36 @@ def test_the_payload_is_serialize_jobs(trace: dict[str, str]) -> None:
     assert job_payload(12, 3, 1_700_000_000_123, trace) == arq
 
 
+@pytest.mark.parametrize(
+    "trace", [{}, {"tp": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}]
+)
+def test_the_send_scripts_payload_parts_rebuild_serialize_jobs(trace: dict[str, str]) -> None:
+    """The script writes `head + task id + mid + run + tail` for each job of a send."""
+    head, mid, tail = queue._payload_parts(1_700_000_000_123, trace)
+    arq = serialize_job(
+        PROCESS_FUNCTION, ({"task_id": 987_654, "run": 3, **trace},), {}, None, 1_700_000_000_123,
+        serializer=dumps,
+    )  # fmt: skip
+    assert head + b"987654" + mid + b"3" + tail == arq
+
+
+async def test_a_resent_job_reads_back_as_serialize_jobs_bytes(rt: Runtime) -> None:
+    """A second send (the script builds the previous id to clean up) writes arq's bytes too."""
+    q = rt.queue
+    assert (await q.send_many([Send(987_655, 2, 1, "long", datetime.now(UTC))])).accepted == [True]
+    assert (await q.send_many([Send(987_655, 2, 2, "long", datetime.now(UTC))])).accepted == [True]
+    assert not await rt.redis.exists(constants.job_key_prefix + job_id(q.prefix, 987_655, 2, 1))
+    assert await rt.redis.zrange(q.lane_queue("long"), 0, -1) == [
+        job_id(q.prefix, 987_655, 2, 2).encode()
+    ]
+    raw = await rt.redis.get(constants.job_key_prefix + job_id(q.prefix, 987_655, 2, 2))
+    enqueued_ms = deserialize_job_raw(raw, deserializer=loads)[4]
+    assert raw == serialize_job(
+        PROCESS_FUNCTION, ({"task_id": 987_655, "run": 2},), {}, None, enqueued_ms,
+        serializer=dumps,
+    )  # fmt: skip
+
+
 async def test_a_sent_job_reads_back_as_serialize_jobs_bytes(rt: Runtime) -> None:
     q = rt.queue
     sent = await q.send_many([Send(987_654, 3, 1, "short", datetime.now(UTC))])
