@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     task_retention_days: float = Field(default=30.0, gt=0)
 
     import_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
-    import_batch_rows: int = Field(default=1000, ge=1, le=100_000)
+    # Each batch pays a transaction, a stage, a progress write and a commit: at 1,000 rows that
+    # was about a fifth of a 100k import (docs/architecture.md, "Import batches").
+    import_batch_rows: int = Field(default=10_000, ge=1, le=100_000)
 
     lease_seconds: float = Field(default=30.0, ge=1, le=3600)
     max_attempts: int = Field(default=5, ge=1, le=100)

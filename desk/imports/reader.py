@@ -99,6 +99,8 @@ def _enum(value: str, allowed: frozenset[str], default: str) -> str | None:
 
 
 def _parse_time(value: str) -> datetime | None:
+    if not value:  # most files have no created_at: a raised ValueError per row costs more
+        return None
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:

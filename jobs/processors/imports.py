@@ -3,6 +3,7 @@
 A rescued run starts after the last committed row (`progress_current`) with the counts saved in
 `stats`, so every external id ends up exactly once and the counts add up. The file is read in a
 thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and staged.
+Batches are `IMPORT_BATCH_ROWS` rows (docs/architecture.md, "Import batches").
 """
 
 from __future__ import annotations

@@ -168,3 +168,22 @@ async def test_the_report_does_not_depend_on_the_batch_size(rt, world):
     assert [r for r in small_report if r[0] != 2] == [r for r in big_report if r[0] != 2]
     assert (2, "assignee_email", "unknown assignee chen@acme.test") in big_report
     assert small_report[-1] == (8, "external_id", "duplicate of row 2")
+
+
+def test_created_at_is_read_only_when_given_with_its_zone():
+    data = (
+        b"external_id,title,created_at\n"
+        b"C-1,Given,2024-01-02T03:04:05Z\n"
+        b"C-2,Empty,\n"
+        b"C-3,Blank,   \n"
+        b"C-4,No zone,2024-01-02T03:04:05\n"
+        b"C-5,Not a time,yesterday\n"
+    )
+    got = {r.external_id: r.created_at for r in import_csv.parse(data)}
+    assert got == {
+        "C-1": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "C-2": None,
+        "C-3": None,
+        "C-4": None,
+        "C-5": None,
+    }
