@@ -3,20 +3,96 @@
 The send is reserved in the ledger first (`sends + 1`, `dispatched_at`), unless the insert
 already reserved send 1; a send Redis does not take is handed back (`dispatched_at` NULL), so the
 dispatcher's next sweep tries again instead of waiting out the redelivery window.
+
+One process's sends are gathered (`Sender`): the sends made in the same moment, and those made
+while a round trip is out, go to Redis together in the next one (see docs/architecture.md,
+"Sends and lanes").
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import logging
+import weakref
+from datetime import datetime, timedelta
+from typing import Protocol
 
-from desk.core.models import BackgroundTask
-from desk.core.queue import Send
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from desk.core import tracing
+from desk.core.queue import Queue, Send
 from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
-from desk.ledger.run import Row
+from desk.ledger.gather import Gather, Stopped
+
+log = logging.getLogger(__name__)
 
 
-async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
+class Sender:
+    """One process's direct sends to one queue, gathered (desk/ledger/gather.py): one round
+    trip for all those waiting. The sends Redis refused are handed back in the ledger in one
+    statement by the round trip itself, so a caller that stopped waiting (cancelled) leaves no
+    reserved send behind."""
+
+    def __init__(self, queue: Queue, engine: AsyncEngine) -> None:
+        self._queue = weakref.ref(queue)  # the process's senders are kept by queue, weakly
+        self._engine = engine
+        self._gather: Gather[ledger_sends.Due, bool] = Gather(self._round_trip)
+
+    async def send(self, due: ledger_sends.Due) -> bool:
+        """Hand `due` to Redis with whatever else is being sent; True if Redis took it."""
+        try:
+            return await self._gather.call(due)
+        except Stopped:
+            return False  # reserved, not sent: the dispatcher sends it
+
+    async def _round_trip(self, dues: list[ledger_sends.Due]) -> list[bool]:
+        queue = self._queue()
+        if queue is None:  # its runtime closed: reserved, not sent, the dispatcher sends them
+            return [False] * len(dues)
+        sent = await queue.send_many([_message(d) for d in dues])
+        refused = [d for d, ok in zip(dues, sent.accepted, strict=True) if not ok]
+        if refused:
+            async with self._engine.begin() as conn:
+                await ledger_sends.unsend(conn, refused)
+        return sent.accepted
+
+
+def _message(due: ledger_sends.Due) -> Send:
+    return Send(due.task_id, due.run, due.send, due.lane, due.run_at)
+
+
+_senders: weakref.WeakKeyDictionary[Queue, Sender] = weakref.WeakKeyDictionary()
+
+
+def sender(rt: Runtime) -> Sender:
+    """The process's sender for `rt`'s queue (made on first use)."""
+    found = _senders.get(rt.queue)
+    if found is None:
+        found = _senders[rt.queue] = Sender(rt.queue, rt.engine)
+    return found
+
+
+class Sendable(Protocol):
+    """What a send reads of a task: a `BackgroundTask`, an execution's `Row`, an accept's
+    `Accepted`."""
+
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def run(self) -> int: ...
+    @property
+    def run_at(self) -> datetime: ...
+    @property
+    def sends(self) -> int: ...
+    @property
+    def dispatched_at(self) -> datetime | None: ...
+
+
+async def send_now(rt: Runtime, task: Sendable) -> bool:
     """Hand the task to arq now (deferred when it is due later); True if Redis took it."""
     now = rt.clock()
     s = rt.settings
@@ -36,7 +112,13 @@ async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
             )
     if due is None:
         return False
-    sent = await rt.queue.send_many([Send(due.task_id, due.run, due.send, due.lane, due.run_at)])
+    if tracing.enabled():
+        return await _send_alone(rt, due)  # each message carries its own request's trace
+    return await sender(rt).send(due)
+
+
+async def _send_alone(rt: Runtime, due: ledger_sends.Due) -> bool:
+    sent = await rt.queue.send_many([_message(due)])
     if not sent.accepted[0]:
         async with rt.engine.begin() as conn:
             await ledger_sends.unsend(conn, [due])
