@@ -11,7 +11,6 @@ while a round trip is out, go to Redis together in the next one (see docs/archit
 
 from __future__ import annotations
 
-import logging
 import weakref
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -23,8 +22,6 @@ from desk.core.queue import Queue, Send
 from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
 from desk.ledger.gather import Gather, Stopped
-
-log = logging.getLogger(__name__)
 
 
 class Sender:
