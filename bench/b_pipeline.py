@@ -116,7 +116,7 @@ async def pipeline(ctx: Ctx) -> list[Row]:
             "tasks/s",
             a,
             b,
-            Target("ratio>=", 0.6),
+            Target("ratio>=", 0.8),
             note=f"{n:,} tasks from {SUBMITTERS} submitters; worker max_jobs {s.worker_max_jobs}, "
             f"poll_delay {s.worker_poll_delay} s (both sides); accepts alone "
             f"{percentile(accepts, 50):,.0f} tasks/s (median)",
