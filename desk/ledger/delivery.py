@@ -70,8 +70,7 @@ def sender(rt: Runtime) -> Sender:
 
 
 class Sendable(Protocol):
-    """What a send reads of a task: a `BackgroundTask`, an execution's `Row`, an accept's
-    `Accepted`."""
+    """What a send reads of a task: a `BackgroundTask`, or an execution's `Row`."""
 
     @property
     def id(self) -> int | None: ...
