@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from desk.core.clock import micros
 from desk.core.feed import Event, Feed, LanesNote, Resync, TaskNote, TeamNote, UserNote
@@ -272,25 +273,25 @@ class Memory:
     def learn_session(self, r: Reading, digest: str, memo: SessionMemo, unread: int | None) -> None:
         if not self._fresh(r, "user", memo.user_id):
             return
-        self.sessions[digest] = memo
-        self.sessions.move_to_end(digest)
-        self.by_user.setdefault(memo.user_id, set()).add(digest)
-        if len(self.sessions) > MAX_SESSIONS:
-            old, gone = self.sessions.popitem(last=False)
-            if old not in self.callers:  # still indexed for the notices that drop it
-                self.by_user.get(gone.user_id, set()).discard(old)
+        self._keep_session(self.sessions, self.callers, digest, memo)
         if unread is not None:
             self.unread[memo.user_id] = unread
 
     def learn_caller(self, r: Reading, digest: str, memo: CallerMemo) -> None:
         if not self._fresh(r, "user", memo.user_id):
             return
-        self.callers[digest] = memo
-        self.callers.move_to_end(digest)
+        self._keep_session(self.callers, self.sessions, digest, memo)
+
+    def _keep_session(
+        self, table: OrderedDict[str, Any], other: Mapping[str, Any], digest: str, memo: Any
+    ) -> None:
+        """Keep `memo` under `digest`, indexed by its person for the notices that drop it."""
+        table[digest] = memo
+        table.move_to_end(digest)
         self.by_user.setdefault(memo.user_id, set()).add(digest)
-        if len(self.callers) > MAX_SESSIONS:
-            old, gone = self.callers.popitem(last=False)
-            if old not in self.sessions:  # still indexed for the notices that drop it
+        if len(table) > MAX_SESSIONS:
+            old, gone = table.popitem(last=False)
+            if old not in other:  # still indexed for the notices that drop it from `other`
                 self.by_user.get(gone.user_id, set()).discard(old)
 
     def learn_roles(self, r: Reading, user_id: int, roles: Iterable[tuple[int, Role]]) -> None:

@@ -12,7 +12,6 @@ from desk.work import tasks
 from jobs import dispatcher
 from jobs.execution import execute
 from jobs.processors import registry
-from taskdesk.embedded import RedisServer
 from tests.helpers import running_workers, wait_for
 
 
@@ -84,14 +83,6 @@ async def test_waiting_row_is_redelivered_after_the_window(rt, world, clock):
     assert await dispatcher.run_once(rt) == 1
     assert await rt.redis.zcard(rt.queue.lane_queue("short")) == 1
     assert task.id
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis", persist=False)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -17,20 +17,12 @@ from desk.core.runtime import Runtime
 from desk.core.settings import Settings, load_settings
 from desk.work import reminders, tasks
 from taskdesk import migrate
-from taskdesk.embedded import PostgresServer, RedisServer
+from taskdesk.embedded import PostgresServer
 from tests.factories import bulk_tickets, make_world
 from tests.helpers import running_workers, wait_for, wait_until
 from tests.jobs.stall_helpers import all_status, assert_effects_once, open_tickets, rows
 
 pytestmark = pytest.mark.slow  # starts real worker or server processes
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", persist=False)
-    server.start()
-    yield server
-    server.stop()
 
 
 async def live_workers(rt: Runtime) -> list[object]:

@@ -13,15 +13,6 @@ from desk.core.runtime import Runtime
 from desk.ledger import delivery
 from desk.ledger import sends as ledger_sends
 from desk.work import tasks
-from taskdesk.embedded import RedisServer
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis", persist=False)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
