@@ -100,5 +100,5 @@ async def reminder_burst(ctx: Ctx) -> list[Row]:
             note=note,
             extra={"start_p50_ms": start50},
         ),
-        Row("reminder-burst p99", "ms", p99, target=Target("value<=", 500)),
+        Row("reminder-burst p99", "ms", p99, target=Target("value<=", 250)),
     ]

@@ -120,16 +120,10 @@ async def sweep(ctx: Ctx) -> list[Row]:
         await asyncio.to_thread(env.drop_db, ctx.servers, name)
     note = (
         f"{n:,} finished + {DUE:,} due rows, sent in one pass: its claim SQL alone "
-        f"{percentile(claim, 50):.1f} ms, the rest is one Redis round trip (a Lua script)"
+        f"{percentile(claim, 50):.1f} ms, the rest is one Redis round trip (a Lua script); baseline: that claim SQL alone"
     )
     return [
-        Row(
-            "sweep (1k due)",
-            "ms",
-            full,
-            target=Target("value<=", 30),
-            note=note,
-            extra={"claim_ms": claim},
-        ),
+        # issue 25: the pass within 1.3 x its claim SQL alone (the baseline column), same run
+        Row("sweep (1k due)", "ms", full, claim, Target("ratio<=", 1.3), note=note),
         Row("sweep (nothing due)", "ms", idle, target=Target("value<=", 5)),
     ]
