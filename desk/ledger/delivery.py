@@ -18,14 +18,14 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from desk.core import tracing
+from desk.core.gather import Gather, Stopped
 from desk.core.queue import Queue, Send
 from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
-from desk.ledger.gather import Gather, Stopped
 
 
 class Sender:
-    """One process's direct sends to one queue, gathered (desk/ledger/gather.py): one round
+    """One process's direct sends to one queue, gathered (desk/core/gather.py): one round
     trip for all those waiting. The sends Redis refused are handed back in the ledger in one
     statement by the round trip itself, so a caller that stopped waiting (cancelled) leaves no
     reserved send behind."""

@@ -15,12 +15,15 @@ import hashlib
 import logging
 import math
 import secrets
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from desk.core import messages
 from desk.core.errors import RateLimited
+from desk.core.gather import Gather, Stopped
 from desk.core.runtime import Runtime
 
 log = logging.getLogger("taskdesk.throttle")
@@ -76,6 +79,26 @@ async def _count(rt: Runtime, keys: list[str], ttl: int) -> list[int] | None:
     return [int(n) for n in replies]
 
 
+CHANGE_TTL = 120  # two one-minute windows
+
+
+def _changes(rt: Runtime) -> Gather[str, int | None]:
+    """The process's counter of changes: the counts asked for at the same moment (concurrent
+    mutations of one web process) share one round trip (desk/core/gather.py)."""
+    found = _counters.get(rt.redis)
+    if found is None:
+
+        async def count(keys: list[str]) -> list[int | None]:
+            counts = await _count(rt, keys, CHANGE_TTL)
+            return list(counts) if counts is not None else [None] * len(keys)
+
+        found = _counters[rt.redis] = Gather(count)
+    return found
+
+
+_counters: weakref.WeakKeyDictionary[Any, Gather[str, int | None]] = weakref.WeakKeyDictionary()
+
+
 # --- Changes per user -------------------------------------------------------------------------
 
 
@@ -87,9 +110,12 @@ async def count_change(rt: Runtime, user_id: int) -> None:
     """Count one change (a GraphQL mutation or a page's form post) against the user's
     per-minute budget; raises Throttled (429, Retry-After) beyond MUTATION_RATE_PER_MINUTE."""
     window, left = _window(rt, 60)
-    counts = await _count(rt, [mutation_key(rt, user_id, window)], 120)
+    try:
+        count = await _changes(rt).call(mutation_key(rt, user_id, window))
+    except Stopped:  # the process is stopping: let it through, as when Redis is away
+        return
     limit = rt.settings.mutation_rate_per_minute
-    if counts is not None and counts[0] > limit:
+    if count is not None and count > limit:
         raise Throttled(f"At most {limit} changes a minute per user; try again in a minute.", left)
 
 

@@ -1,4 +1,4 @@
-"""desk/ledger/gather.py: calls made together share one round trip, calls made while it is out
+"""desk/core/gather.py: calls made together share one round trip, calls made while it is out
 share the next, an item's own error reaches its caller alone, and a drain cancelled mid-way
 (its process stopping) answers every waiting caller with Stopped instead of leaving it hanging."""
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from desk.ledger.gather import Gather, Stopped
+from desk.core.gather import Gather, Stopped
 
 
 class Trips:

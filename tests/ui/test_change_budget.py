@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 
 from api.app import create_app
 from desk.core.settings import load_settings
-from desk.people import users
+from desk.people import throttle, users
 from tests.sessions import signed_in
 
 
@@ -67,3 +68,18 @@ async def test_export_at_quota_says_when_to_try_again(client) -> None:
     assert (await client.post("/exports", data={"status": "OPEN"})).status_code == 202
     r = await client.post("/exports", data={"status": "PENDING"})
     assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+
+
+async def test_changes_counted_at_the_same_moment_share_a_round_trip_and_the_budget(
+    rt, world
+) -> None:
+    """Concurrent changes of one process are counted together (desk/core/gather.py): each is
+    counted once, so exactly the budget's worth goes through."""
+    rt.settings = rt.settings.model_copy(update={"mutation_rate_per_minute": 7})
+    outcomes = await asyncio.gather(
+        *(throttle.count_change(rt, world.staff) for _ in range(12)), return_exceptions=True
+    )
+    assert sum(o is None for o in outcomes) == 7
+    assert all(isinstance(o, throttle.Throttled) for o in outcomes if o is not None)
+    window = int(rt.clock().timestamp() // 60)
+    assert int(await rt.redis.get(throttle.mutation_key(rt, world.staff, window))) == 12

@@ -4,8 +4,8 @@ A call joins the waiting list; the first one starts a drain, which (from the nex
 event loop on, so every call made in this turn joins it) runs the whole list at once, then
 again whatever came while that round trip was out, until none is left. A lone call goes at
 once; under load the calls of one process share round trips instead of paying one each (see
-docs/architecture.md, "Sends and lanes"). Used for the direct sends to Redis and the NOOP
-accept (desk/ledger/delivery.py, desk/ledger/intake.py).
+docs/architecture.md, "Sends and lanes"). Used for the direct sends to Redis
+(desk/ledger/delivery.py) and the counts of the change budget (desk/people/throttle.py).
 """
 
 from __future__ import annotations
