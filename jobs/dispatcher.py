@@ -18,8 +18,8 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 
-from desk.core.queue import Send
 from desk.core.runtime import Runtime
+from desk.ledger import delivery
 from desk.ledger import sends as ledger_sends
 
 log = logging.getLogger(__name__)
@@ -40,10 +40,6 @@ async def _claim(rt: Runtime, now: datetime) -> list[ledger_sends.Due]:
     )
 
 
-def _sends(due: list[ledger_sends.Due]) -> list[Send]:
-    return [Send(d.task_id, d.run, d.send, d.lane, d.run_at) for d in due]
-
-
 async def _forget_lost(rt: Runtime, keep: list[int]) -> int:
     """No epoch key: hand back (`unsend`) each send whose job Redis no longer holds, so this
     pass sends it again; returns how many. `keep`: reserved by this pass, not yet sent."""
@@ -53,11 +49,12 @@ async def _forget_lost(rt: Runtime, keep: list[int]) -> int:
             sent = await ledger_sends.sent_waiting(conn, keep=keep, after=after, limit=BATCH)
         if not sent:
             return forgotten
-        held = await rt.queue.held(_sends(sent)) or [False] * len(sent)  # unknown: resend
+        held = await rt.queue.held([d.message() for d in sent]) or [False] * len(
+            sent
+        )  # unknown: resend
         lost = [d for d, ok in zip(sent, held, strict=True) if not ok]
         if lost:
-            async with rt.engine.begin() as conn:
-                await ledger_sends.unsend(conn, lost)
+            await ledger_sends.unsend(rt.pg, lost)
         forgotten += len(lost)
         after = sent[-1].task_id
 
@@ -66,12 +63,8 @@ async def _send(rt: Runtime, due: list[ledger_sends.Due]) -> tuple[int, bool]:
     """Hand a batch to Redis in one round trip: (how many Redis took, Redis reachable)."""
     if not due:
         return 0, True
-    sent = await rt.queue.send_many(_sends(due))
-    failed = [d for d, ok in zip(due, sent.accepted, strict=True) if not ok]
-    if failed:
-        async with rt.engine.begin() as conn:
-            await ledger_sends.unsend(conn, failed)
-    return len(due) - len(failed), sent.reachable
+    sent = await delivery.hand_over(rt.queue, rt.pg, due)
+    return sum(sent.accepted), sent.reachable
 
 
 async def run_once(rt: Runtime, now: datetime | None = None) -> int:
@@ -109,7 +102,6 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
         due = await more
         if not reachable:
             if due:  # Redis is away: hand the overlapping claim's reservations back at once
-                async with rt.engine.begin() as conn:
-                    await ledger_sends.unsend(conn, due)
+                await ledger_sends.unsend(rt.pg, due)
             break
     return total

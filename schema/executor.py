@@ -263,21 +263,23 @@ class Runner:
     ) -> int | None:
         """The task id when the operation to run is a valid status read (`status_read.plan`),
         so the caller and the task can be read together; else None."""
-        prepared = self.prepare(query)
-        operation = prepared.operations.get(operation_name)
-        if operation is None or prepared.errors:
-            return None
-        found = self._plan(prepared, operation)
+        valid = self._valid(query, operation_name)
+        found = self._plan(*valid) if valid else None
         return None if found is None else status_read.task_id(found, variables)
 
     def accepting(self, query: str, operation_name: str | None) -> bool:
         """Whether the operation to run is a valid lone accept (`accept_answer.ACCEPTS`): its
         caller may be named from memory, as its statement checks the session again."""
+        valid = self._valid(query, operation_name)
+        return valid is not None and self._accept(*valid) is not None
+
+    def _valid(
+        self, query: str, operation_name: str | None
+    ) -> tuple[Prepared, OperationDefinitionNode] | None:
+        """The document's operation to run, when the document parsed and validated."""
         prepared = self.prepare(query)
         operation = prepared.operations.get(operation_name)
-        if operation is None or prepared.errors:
-            return False
-        return self._accept(prepared, operation) is not None
+        return None if operation is None or prepared.errors else (prepared, operation)
 
     def _accept(
         self, prepared: Prepared, operation: OperationDefinitionNode

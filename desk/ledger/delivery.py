@@ -12,27 +12,36 @@ while a round trip is out, go to Redis together in the next one (see docs/archit
 from __future__ import annotations
 
 import weakref
-from datetime import datetime, timedelta
-from typing import Protocol
-
-from sqlalchemy.ext.asyncio import AsyncEngine
+from datetime import timedelta
 
 from desk.core import tracing
 from desk.core.gather import Gather, Stopped
-from desk.core.queue import Queue, Send
+from desk.core.models import BackgroundTask
+from desk.core.pg import Pg
+from desk.core.queue import Queue, Sent
 from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
+from desk.ledger.run import Row
+
+
+async def hand_over(queue: Queue, pg: Pg, dues: list[ledger_sends.Due]) -> Sent:
+    """Hand reserved sends to Redis in one round trip; those Redis refused (or could not be
+    asked) are handed back in the ledger in one statement, so the next sweep sends them."""
+    sent = await queue.send_many([d.message() for d in dues])
+    refused = [d for d, ok in zip(dues, sent.accepted, strict=True) if not ok]
+    if refused:
+        await ledger_sends.unsend(pg, refused)
+    return sent
 
 
 class Sender:
-    """One process's direct sends to one queue, gathered (desk/core/gather.py): one round
-    trip for all those waiting. The sends Redis refused are handed back in the ledger in one
-    statement by the round trip itself, so a caller that stopped waiting (cancelled) leaves no
-    reserved send behind."""
+    """One process's direct sends, gathered (desk/core/gather.py): one round trip for all those
+    waiting. The round trip itself hands refused sends back (`hand_over`), so a caller that
+    stopped waiting (cancelled) leaves no reserved send behind."""
 
-    def __init__(self, queue: Queue, engine: AsyncEngine) -> None:
+    def __init__(self, queue: Queue, pg: Pg) -> None:
         self._queue = weakref.ref(queue)  # the process's senders are kept by queue, weakly
-        self._engine = engine
+        self._pg = pg
         self._gather: Gather[ledger_sends.Due, bool] = Gather(self._round_trip)
 
     async def send(self, due: ledger_sends.Due) -> bool:
@@ -46,16 +55,7 @@ class Sender:
         queue = self._queue()
         if queue is None:  # its runtime closed: reserved, not sent, the dispatcher sends them
             return [False] * len(dues)
-        sent = await queue.send_many([_message(d) for d in dues])
-        refused = [d for d, ok in zip(dues, sent.accepted, strict=True) if not ok]
-        if refused:
-            async with self._engine.begin() as conn:
-                await ledger_sends.unsend(conn, refused)
-        return sent.accepted
-
-
-def _message(due: ledger_sends.Due) -> Send:
-    return Send(due.task_id, due.run, due.send, due.lane, due.run_at)
+        return (await hand_over(queue, self._pg, dues)).accepted
 
 
 _senders: weakref.WeakKeyDictionary[Queue, Sender] = weakref.WeakKeyDictionary()
@@ -65,30 +65,11 @@ def sender(rt: Runtime) -> Sender:
     """The process's sender for `rt`'s queue (made on first use)."""
     found = _senders.get(rt.queue)
     if found is None:
-        found = _senders[rt.queue] = Sender(rt.queue, rt.engine)
+        found = _senders[rt.queue] = Sender(rt.queue, rt.pg)
     return found
 
 
-class Sendable(Protocol):
-    """What a send reads of a task: a `BackgroundTask`, or an execution's `Row`."""
-
-    @property
-    def id(self) -> int | None: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def run(self) -> int: ...
-    @property
-    def run_at(self) -> datetime: ...
-    @property
-    def sends(self) -> int: ...
-    @property
-    def dispatched_at(self) -> datetime | None: ...
-
-
-async def send_now(rt: Runtime, task: Sendable) -> bool:
+async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
     """Hand the task to arq now (deferred when it is due later); True if Redis took it."""
     now = rt.clock()
     s = rt.settings
@@ -108,15 +89,6 @@ async def send_now(rt: Runtime, task: Sendable) -> bool:
             )
     if due is None:
         return False
-    if tracing.enabled():
-        return await _send_alone(rt, due)  # each message carries its own request's trace
+    if tracing.enabled():  # each message carries its own request's trace
+        return (await hand_over(rt.queue, rt.pg, [due])).accepted[0]
     return await sender(rt).send(due)
-
-
-async def _send_alone(rt: Runtime, due: ledger_sends.Due) -> bool:
-    sent = await rt.queue.send_many([_message(due)])
-    if not sent.accepted[0]:
-        async with rt.engine.begin() as conn:
-            await ledger_sends.unsend(conn, [due])
-        return False
-    return True

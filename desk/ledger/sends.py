@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import metrics
+from desk.core.queue import Send
 from desk.ledger import sql
 from desk.ledger.lanes import LANES, LONG, lane_of, lane_sql
 
@@ -32,6 +33,10 @@ class Due:
     @property
     def lane(self) -> str:
         return lane_of(self.kind)
+
+    def message(self) -> Send:
+        """The hand-off to Redis this send reserved."""
+        return Send(self.task_id, self.run, self.send, self.lane, self.run_at)
 
 
 _LONG_KINDS = ", ".join(f"'{k}'" for k in LANES[LONG])
@@ -148,12 +153,10 @@ async def hold(conn: AsyncConnection, kind: str, team_id: int, *, team_max: int)
     return Hold(**found) if found else Hold()
 
 
-async def unsend(conn: AsyncConnection, due: list[Due]) -> None:
+async def unsend(db: sql.Db, due: list[Due]) -> None:
     """Sends Redis did not take: let the next sweep try again at once (unless a later send or
     a state change happened meanwhile)."""
-    await sql.execute(
-        conn, UNSEND, {"ids": [d.task_id for d in due], "sends": [d.send for d in due]}
-    )
+    await sql.execute(db, UNSEND, {"ids": [d.task_id for d in due], "sends": [d.send for d in due]})
 
 
 async def sent_waiting(
