@@ -6,7 +6,10 @@ with the same worker concurrency and poll delay (the worker settings' values). O
 Baseline: bench/rawarq.py, which records job start and end times itself.
 
 pipeline: N tasks submitted as fast as 8 concurrent submitters can → the last one finished;
-tasks per second. start-latency: 50 submissions/s; ours is `started_at - created_at` (from
+tasks per second. pipeline-bare-ledger (information): raw arq behind the cheapest durable ledger
+(`bench.submit bare`, `bench.rawarq --ledger`: one autocommit INSERT per submission, a claim
+and a finish UPDATE per job, on a plain copy of `background_task` with its indexes and no
+triggers), against the same raw arq runs: what any ledger of durable rows costs on this machine. start-latency: 50 submissions/s; ours is `started_at - created_at` (from
 before the accept's commit, so it includes the accept itself), the baseline enqueue → start.
 """
 
@@ -54,13 +57,35 @@ async def _ours(ctx: Ctx, rt: Runtime, load: list[str], within: float) -> tuple[
     return out, rows
 
 
-async def _baseline(ctx: Ctx, rt: Runtime, tag: str, expect: int, load: list[str]) -> tuple:
-    """Start a raw arq worker, load it, collect its record; (submitter result, worker record)."""
+BARE_TABLE = "bench_bare_ledger"
+
+
+async def _bare_table(rt: Runtime) -> None:
+    async with rt.engine.begin() as conn:
+        await conn.execute(
+            sa.text(f"CREATE TABLE IF NOT EXISTS {BARE_TABLE} (LIKE background_task INCLUDING ALL)")
+        )
+
+
+async def _baseline(
+    ctx: Ctx, rt: Runtime, tag: str, expect: int, load: list[str], bare: bool = False
+) -> tuple:
+    """Start a raw arq worker, load it, collect its record; (submitter result, worker record).
+    `bare`: both write the bare ledger's rows too (`pipeline-bare-ledger`)."""
     s = rt.settings
     queue = f"{s.queue_prefix}:raw:{tag}"
+    ledger: list[str] = []
+    mode = "arq"
+    if bare:
+        p = ctx.people
+        assert p is not None
+        ledger = ["--ledger", s.libpq_url, "--table", BARE_TABLE]
+        mode = "bare"
+        load = [*load, "--user", str(p.chen), "--team", str(p.big_team)]
     worker = procs.spawn_json(
         "bench.rawarq",
         [
+            *ledger,
             "--redis",
             s.redis_url,
             "--queue",
@@ -77,7 +102,7 @@ async def _baseline(ctx: Ctx, rt: Runtime, tag: str, expect: int, load: list[str
     )
     try:
         await _ready(rt.redis, f"{queue}:ready", 60)
-        out = await _submit(rt, ["arq", "--queue", queue, *load], 600)
+        out = await _submit(rt, [mode, "--queue", queue, *ledger, *load], 600)
         record = await asyncio.to_thread(procs.collect_json, worker, 600)
     finally:
         if worker.poll() is None:
@@ -97,7 +122,9 @@ async def pipeline(ctx: Ctx) -> list[Row]:
     n = ctx.sizes.pipeline
     load = ["--count", str(n), "--concurrency", str(SUBMITTERS)]
     accepts: list[float] = []  # the submitters' own rate: the pipeline cannot beat it
+    bare: list[float] = []
     async with runtime(ctx.settings("pipeline")) as rt, workers(ctx, rt, "pipeline"):
+        await _bare_table(rt)
 
         async def ours(_: int) -> float:
             out, rows = await _ours(ctx, rt, load, 600)
@@ -106,6 +133,8 @@ async def pipeline(ctx: Ctx) -> list[Row]:
 
         async def base(i: int) -> float:
             out, record = await _baseline(ctx, rt, f"pipe{i}", n, load)
+            out_b, record_b = await _baseline(ctx, rt, f"bare{i}", n, load, bare=True)
+            bare.append(n / (record_b["last_done"] - out_b["t0"]))
             return n / (record["last_done"] - out["t0"])
 
         a, b = await alternate(ctx.sizes.pipeline_runs, ours, base)
@@ -120,7 +149,16 @@ async def pipeline(ctx: Ctx) -> list[Row]:
             note=f"{n:,} tasks from {SUBMITTERS} submitters; worker max_jobs {s.worker_max_jobs}, "
             f"poll_delay {s.worker_poll_delay} s (both sides); accepts alone "
             f"{percentile(accepts, 50):,.0f} tasks/s (median)",
-        )
+        ),
+        Row(
+            "pipeline-bare-ledger",
+            "tasks/s",
+            bare,
+            b,
+            note="information: raw arq behind one INSERT per submission and a claim and a finish "
+            "UPDATE per job (autocommit, a plain copy of background_task: its indexes, no "
+            "triggers), against the same raw arq runs",
+        ),
     ]
 
 

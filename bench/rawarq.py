@@ -4,6 +4,10 @@
 starts an arq Worker (keep_result=0, JSON messages, INFO logging like `taskdesk worker`),
 announces itself with the key `<queue>:ready`, records when each job started (and when its
 function returned), and once N jobs ran prints one JSON line and exits. Bounded by --timeout.
+
+With `--ledger DSN --table T` each job also writes the bare ledger (bench/b_pipeline.py
+`pipeline-bare-ledger`): its row's claim and its finish, two autocommit UPDATEs on a plain
+psycopg pool, as `bench.submit bare` inserted it.
 """
 
 from __future__ import annotations
@@ -18,13 +22,29 @@ from typing import Any
 
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
+from psycopg_pool import AsyncConnectionPool
 
 from desk.core.queue import dumps, loads
 
+# The cheapest durable ledger's two writes per job: no fence beyond the row's state, no events.
+CLAIM = (
+    "UPDATE {table} SET status = 'RUNNING', attempts = attempts + 1, started_at = now(), "
+    "lease_until = now() + interval '30 seconds', updated_at = now() "
+    "WHERE id = %s AND status = 'WAITING' RETURNING id"
+)
+FINISH = (
+    "UPDATE {table} SET status = 'COMPLETED', progress = 1, finished_at = now(), "
+    "lease_until = NULL, updated_at = now() WHERE id = %s AND status = 'RUNNING'"
+)
+
 
 class Recorder:
-    def __init__(self, expect: int) -> None:
+    def __init__(
+        self, expect: int, ledger: AsyncConnectionPool | None = None, table: str = ""
+    ) -> None:
         self.expect = expect
+        self.ledger = ledger
+        self.claim, self.finish = CLAIM.format(table=table), FINISH.format(table=table)
         self.latency_ms: list[float] = []
         self.first_start = 0.0
         self.last_done = 0.0
@@ -35,13 +55,31 @@ class Recorder:
         if not self.latency_ms:
             self.first_start = now
         self.latency_ms.append((now - float(msg["t"])) * 1000)
+        if self.ledger is not None:
+            async with self.ledger.connection() as conn:
+                await conn.execute(self.claim, (msg["id"],))
+                await conn.execute(self.finish, (msg["id"],))
         self.last_done = time.time()
         if len(self.latency_ms) >= self.expect:
             self.done.set()
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    rec = Recorder(args.expect)
+    ledger = None
+    if args.ledger:
+        ledger = AsyncConnectionPool(
+            args.ledger, min_size=args.max_jobs, max_size=args.max_jobs, open=False,
+            kwargs={"autocommit": True},
+        )  # fmt: skip
+        await ledger.open(wait=True)
+    try:
+        return await _work(args, Recorder(args.expect, ledger, args.table))
+    finally:
+        if ledger is not None:
+            await ledger.close()
+
+
+async def _work(args: argparse.Namespace, rec: Recorder) -> dict[str, Any]:
     worker = Worker(
         functions=[func(rec.noop, name="noop")],  # type: ignore[list-item]
         queue_name=args.queue,
@@ -84,6 +122,8 @@ def main() -> None:
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--poll-delay", type=float, default=0.05)
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--ledger", default="", help="libpq URL: also write the bare ledger")
+    p.add_argument("--table", default="bench_bare_ledger")
     args = p.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

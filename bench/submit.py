@@ -2,11 +2,14 @@
 
     python -m bench.submit noop --user U --team T (--count N --concurrency C | --rate R --seconds S)
     python -m bench.submit arq --queue Q (--count N --concurrency C | --rate R --seconds S)
+    python -m bench.submit bare --queue Q --ledger DSN --table T --user U --team T (--count …)
 
 `noop` calls `desk.work.tasks.submit_noop` (accept in one transaction, then enqueue) with the
 settings of the environment; `arq` calls `enqueue_job("noop", {"t": time})` on the same Redis.
 Bursts run N submissions over C concurrent coroutines; paced runs start one every 1/R s
 whatever the previous one is doing (open loop). Prints one JSON line: wall times and counts.
+`bare` is `arq` behind the cheapest durable accept: one autocommit INSERT of the task's row into
+table T (a plain psycopg pool, no lock, no events), then the enqueue naming the row.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from arq.connections import RedisSettings, create_pool
+from psycopg_pool import AsyncConnectionPool
 
 from desk.core.queue import dumps, loads
 from desk.core.runtime import Runtime
@@ -79,7 +83,27 @@ async def run_noop(args: argparse.Namespace) -> dict[str, Any]:
     return out | {"count": len(ids), "min_id": min(ids), "max_id": max(ids)}
 
 
+BARE_ACCEPT = (
+    "INSERT INTO {table} (kind, team_id, owner_id, scope_key, max_attempts, created_at, "
+    "updated_at) VALUES ('NOOP', %s, %s, %s, 5, now(), now()) RETURNING id"
+)
+
+
 async def run_arq(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.ledger:
+        return await _run_arq(args, None)
+    pool = AsyncConnectionPool(
+        args.ledger, min_size=args.concurrency, max_size=args.concurrency, open=False,
+        kwargs={"autocommit": True},
+    )  # fmt: skip
+    await pool.open(wait=True)
+    try:
+        return await _run_arq(args, pool)
+    finally:
+        await pool.close()
+
+
+async def _run_arq(args: argparse.Namespace, ledger: AsyncConnectionPool | None) -> dict[str, Any]:
     redis = await create_pool(
         RedisSettings.from_dsn(load_settings().redis_url),
         job_serializer=dumps,
@@ -89,10 +113,17 @@ async def run_arq(args: argparse.Namespace) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     sent = 0
 
+    accept = BARE_ACCEPT.format(table=args.table)
+
     async def submit(i: int) -> None:
         nonlocal sent
+        msg: dict[str, Any] = {"t": time.time()}
+        if ledger is not None:
+            async with ledger.connection() as conn:
+                cur = await conn.execute(accept, (args.team, args.user, f"{tag}:{i}"))
+                msg["id"] = (await cur.fetchone() or (0,))[0]
         job = await redis.enqueue_job(
-            "noop", {"t": time.time()}, _job_id=f"{args.queue}:{tag}:{i}", _queue_name=args.queue
+            "noop", msg, _job_id=f"{args.queue}:{tag}:{i}", _queue_name=args.queue
         )
         sent += job is not None
 
@@ -105,7 +136,7 @@ async def run_arq(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["noop", "arq"])
+    p.add_argument("mode", choices=["noop", "arq", "bare"])
     p.add_argument("--user", type=int, default=0)
     p.add_argument("--team", type=int, default=0)
     p.add_argument("--queue", default="")
@@ -113,7 +144,11 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--rate", type=float, default=0.0)
     p.add_argument("--seconds", type=float, default=0.0)
+    p.add_argument("--ledger", default="", help="bare: libpq URL of the ledger's database")
+    p.add_argument("--table", default="bench_bare_ledger")
     args = p.parse_args()
+    if args.mode == "bare" and not args.ledger:
+        p.error("bare needs --ledger")
     result = asyncio.run(run_noop(args) if args.mode == "noop" else run_arq(args))
     sys.stdout.write(json.dumps(result) + "\n")
 
