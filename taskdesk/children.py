@@ -100,10 +100,15 @@ def check_children(children: list[Child], say: Callable[[str], None]) -> None:
         child.backoff = min(child.backoff * 2, RESTART_MAX)
 
 
-def supervise(children: list[Child], say: Callable[[str], None]) -> int:
-    """Block until the web server dies (ChildDied) or a signal arrives (KeyboardInterrupt)."""
+def supervise(
+    children: list[Child], say: Callable[[str], None], also: Callable[[], None] | None = None
+) -> int:
+    """Block until the web server dies (ChildDied) or a signal arrives (KeyboardInterrupt);
+    `also` runs on every round (taskdesk/dev.py: the private servers' watch)."""
     while True:
         check_children(children, say)
+        if also is not None:
+            also()
         time.sleep(0.25)
 
 

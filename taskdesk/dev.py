@@ -3,8 +3,9 @@
 With DATABASE_URL / REDIS_URL unset it starts a private PostgreSQL and Redis under the data
 folder (.taskdesk/ by default), applies the migrations, seeds the demo data (idempotent), then
 runs the web server and one worker as child processes and watches them (taskdesk/children.py):
-a worker that dies is restarted after a short back-off while everything else keeps running; if
-the web server dies, it says so and stops the rest. Ctrl-C or SIGTERM stops the children, then
+a worker that dies is restarted after a short back-off while everything else keeps running, and
+so is a private Redis that exits (on its port and append-only file); if the web server dies, it
+says so and stops the rest. Ctrl-C or SIGTERM stops the children, then
 only those servers this run started. While it runs, a pointer in the default data folder
 (taskdesk/config.py) lets `taskdesk worker`, `seed`, `tasks` and `import` find its servers
 without flags, even when it was started with --data-dir.
@@ -34,9 +35,10 @@ from desk.work import mail_sink
 from taskdesk.children import Child, ChildDied, check_children, spawn, stop_children, supervise
 from taskdesk.commands import DATA_DIR_HELP, Subparsers
 from taskdesk.config import remove_dev_record, write_dev_record
-from taskdesk.embedded import PostgresServer, RedisServer
+from taskdesk.embedded import EmbeddedError, PostgresServer, RedisServer
 
 STARTUP_TIMEOUT = 90.0  # seconds for the web server to answer its first request
+REVIVE_RETRY = 5.0  # seconds between tries to start again a private Redis that exited
 
 
 def register(subparsers: Subparsers) -> None:
@@ -59,6 +61,7 @@ class Started:
     """Servers this run started itself, so it stops those and nothing else."""
 
     servers: list[PostgresServer | RedisServer] = field(default_factory=list)
+    retry_at: float = 0.0  # a revival that failed is tried again from then (monotonic)
 
     def stop(self) -> None:
         for server in reversed(self.servers):
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         wait_until_up(url, children)
         record = write_dev_record(default_home, Path(settings.data_dir), url, _urls(settings))
         print_banner(settings, url, time.monotonic() - began, children, sink is not None)
-        return supervise(children, say)
+        return supervise(children, say, also=lambda: revive_redis(started))
     except ChildDied as exc:
         say(f"{exc}; stopping the rest")
         return 1
@@ -111,6 +114,28 @@ def run(args: argparse.Namespace) -> int:
         if sink is not None:
             sink.stop()
         started.stop()
+
+
+def revive_redis(started: Started) -> None:
+    """Start again a private Redis this run started that has exited (a crash, `SHUTDOWN`): on
+    the same port, from its append-only file, so the queue comes back and the web and worker
+    reconnect by themselves, as they do after an operator's restart in production."""
+    if time.monotonic() < started.retry_at:
+        return
+    for server in started.servers:
+        if not isinstance(server, RedisServer):
+            continue
+        code = server.exited()
+        if code is None:
+            continue
+        say(f"the private Redis exited (code {code}); starting it again on port {server.port}")
+        try:
+            server.start()
+        except EmbeddedError as exc:
+            started.retry_at = time.monotonic() + REVIVE_RETRY
+            say(f"Redis did not come back: {exc}; trying again in {REVIVE_RETRY:.0f} s")
+        else:
+            say("Redis is running again")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

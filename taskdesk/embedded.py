@@ -378,6 +378,13 @@ class RedisServer:
             self.proc.wait()
         self.started_here = False
 
+    def exited(self) -> int | None:
+        """The exit code of the server this object started, once it has ended by itself (a
+        crash, `SHUTDOWN`); None while it runs or when it was not started here."""
+        if not self.started_here or self.proc is None:
+            return None
+        return self.proc.poll()
+
 
 def main() -> None:  # pragma: no cover - manual helper
     root = Path(sys.argv[1] if len(sys.argv) > 1 else ".taskdesk")

@@ -3,6 +3,7 @@ seed against a database given by environment variables, and `taskdesk dev` end t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from taskdesk.cli import build_parser, main
 from taskdesk.embedded import PostgresServer, RedisServer
@@ -343,3 +346,32 @@ def test_a_stale_dev_pointer_is_ignored_and_replaced(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.slow
+def test_dev_starts_again_a_private_redis_that_exited(data_dir: Path, tmp_path: Path) -> None:
+    proc, url = start_dev(data_dir, tmp_path, "--no-worker")
+    err = tmp_path / "dev.err"
+    redis = RedisServer(data_dir / "redis")
+    port = redis.port
+    try:
+        client = Redis.from_url(redis.url)
+        client.set("taskdesk-test-kept", "1")
+        with contextlib.suppress(RedisConnectionError):  # the server closes as it answers
+            client.shutdown(nosave=True)
+        client.close()
+        wait_until(lambda: "Redis is running again" in err.read_text(), 60, "Redis revived")
+        assert f"the private Redis exited (code 0); starting it again on port {port}" in (
+            err.read_text()
+        )
+        assert redis.running() and redis.port == port
+        again = Redis.from_url(redis.url)
+        assert again.get("taskdesk-test-kept") == b"1", "its append-only file came back with it"
+        again.close()
+        assert proc.poll() is None and answers(url)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=90)
+    assert not redis.running(), "dev stops the Redis it started again"
+    assert "Traceback" not in err.read_text()
