@@ -2,7 +2,8 @@
 
 A rescued run starts after the last committed row (`progress_current`) with the counts saved in
 `stats`, so every external id ends up exactly once and the counts add up. The file is read in a
-thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and staged.
+thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and prepared
+(desk.imports.batch: its COPY text built as far as it goes without the database).
 Batches are `IMPORT_BATCH_ROWS` rows (docs/architecture.md, "Import batches").
 """
 
@@ -15,6 +16,7 @@ from itertools import islice
 
 from desk.core.errors import ValidationProblem
 from desk.imports import apply as import_apply
+from desk.imports import batch as import_batch
 from desk.imports import reader as import_csv
 from desk.ledger import run as ledger_run
 from desk.people import access
@@ -41,15 +43,15 @@ async def _load(ex: Execution) -> bytes:
 @dataclass(frozen=True)
 class Batch:
     upto: int  # how many items of the file are done once this batch commits
-    payload: bytes  # the batch as COPY text (import_apply.staged)
+    prepared: import_batch.Prepared
 
 
 class Batches:
-    """The file's items after the first `done`, as staged batches of `size` (pure Python)."""
+    """The file's items after the first `done`, as prepared batches of `size` (pure Python)."""
 
-    def __init__(self, data: bytes, done: int, size: int) -> None:
+    def __init__(self, data: bytes, done: int, size: int, team_id: int) -> None:
         self._items: Iterator[import_csv.Row | import_csv.Rejection] = import_csv.parse(data)
-        self._done, self._size, self.upto = done, size, 0
+        self._done, self._size, self._team, self.upto = done, size, team_id, 0
 
     def next(self) -> Batch | None:
         if self._done:  # parsed again (duplicates are judged against earlier rows), not written
@@ -59,7 +61,7 @@ class Batches:
         if not items:
             return None
         self.upto += len(items)
-        return Batch(self.upto, import_apply.staged(items))
+        return Batch(self.upto, import_batch.prepare(items, self._team))
 
 
 async def _commit(
@@ -67,7 +69,7 @@ async def _commit(
 ) -> import_apply.Counts:
     rt, upto = ex.rt, batch.upto
     async with rt.engine.begin() as conn:
-        got = await import_apply.apply_batch(conn, ex.task, batch.payload, now=rt.clock())
+        got = await import_apply.apply_batch(conn, ex.task, batch.prepared, now=rt.clock())
         new = import_apply.Counts(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
@@ -89,7 +91,7 @@ async def process(ex: Execution) -> None:
     done = ex.task.progress_current  # rows an earlier, rescued execution already committed
     counts = import_apply.Counts.of(ex.task.stats)
     await ex.progress(done, total, f"{done:,} / {total:,} rows")
-    batches = Batches(data, done, ex.rt.settings.import_batch_rows)
+    batches = Batches(data, done, ex.rt.settings.import_batch_rows, ex.task.team_id)
     ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
     while (batch := await ahead) is not None:
         ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
