@@ -69,7 +69,10 @@ async def _commit(
 ) -> import_apply.Counts:
     rt, upto = ex.rt, batch.upto
     async with rt.engine.begin() as conn:
-        got = await import_apply.apply_batch(conn, ex.task, batch.prepared, now=rt.clock())
+        fresh = counts.updated + counts.unchanged == 0  # no existing ticket met so far
+        got = await import_apply.apply_batch(
+            conn, ex.task, batch.prepared, now=rt.clock(), fresh=fresh
+        )
         new = import_apply.Counts(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,

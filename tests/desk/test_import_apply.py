@@ -235,3 +235,35 @@ async def test_a_ticket_given_the_same_external_id_meanwhile_makes_the_batch_sta
             )
         ).scalars()
         assert [e for e in ids if e and e.startswith("R-")] == ["R-2", "R-1", "R-3"]
+
+
+async def test_a_fresh_batch_that_meets_an_existing_ticket_is_done_again_with_the_check(
+    rt, world, monkeypatch
+):
+    task = await _task(rt, world, "upsert")
+    await _apply(rt, task, (HEADER + "F-2,Old,,,,,\n").encode())
+    checks = []
+    existing = import_apply._existing
+
+    async def recorded(cur, team_id, external_ids):
+        checks.append(await existing(cur, team_id, external_ids))
+        return checks[-1]
+
+    monkeypatch.setattr(import_apply, "_existing", recorded)
+    data = (HEADER + "F-1,First,,,,,\n" + "F-2,New,,,,,\n" + "F-3,Third,,,,,\n").encode()
+    payload = import_batch.prepare(import_csv.parse(data), task.team_id)
+    async with rt.engine.begin() as conn:
+        got = await import_apply.apply_batch(conn, task, payload, now=NOW, fresh=True)
+    assert checks == [{"F-2"}], "unchecked first, then once with the check"
+    assert got.as_dict() == {"created": 2, "updated": 1, "unchanged": 0, "rejected": 0}
+    async with rt.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.text(
+                    "SELECT external_id, title FROM ticket WHERE team_id = :t "
+                    "AND external_id LIKE 'F-%' ORDER BY id"
+                ),
+                {"t": world.team},
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [("F-2", "New"), ("F-1", "First"), ("F-3", "Third")]
