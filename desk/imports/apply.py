@@ -13,6 +13,7 @@ and then sees that ticket as existing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -150,7 +151,13 @@ async def _existing(cur: AsyncCursor[Any], team_id: int, external_ids: list[str]
 
 
 async def _write(
-    cur: AsyncCursor[Any], task: BackgroundTask, batch: Prepared, now: datetime, *, check: bool
+    cur: AsyncCursor[Any],
+    task: BackgroundTask,
+    batch: Prepared,
+    now: datetime,
+    *,
+    check: bool,
+    sent: Callable[[], object],
 ) -> Counts:
     people: list[tuple[str, int, bool]] = []
     if batch.emails:
@@ -167,6 +174,8 @@ async def _write(
     if plan.lines:
         async with cur.copy(_COPY) as copy:
             await copy.write("".join(plan.lines).encode())
+            sent()  # the server has the rows: its work from here on needs nothing of ours
+    sent()
     return Counts(len(plan.lines), updated, len(plan.old) - updated, len(rejected))
 
 
@@ -181,12 +190,14 @@ async def apply_batch(
     *,
     now: datetime,
     fresh: bool = False,
+    sent: Callable[[], object] = lambda: None,
 ) -> Counts:
     """Write one prepared batch inside the caller's fenced transaction.
 
     `fresh`: the import has met no existing ticket so far, so the batch goes in without the
     existence check (a tenth of a fresh import's time); a row that exists after all fails the
-    COPY, and the batch is done again with the check."""
+    COPY, and the batch is done again with the check. `sent` is called (maybe more than once) when
+    the server has the batch's rows: the worker parses the next batch from then on."""
     if not len(batch):
         return Counts()
     raw = await conn.get_raw_connection()
@@ -199,7 +210,7 @@ async def apply_batch(
         check, retries = not fresh, 0
         while True:
             try:
-                counts = await _write(cur, task, batch, now, check=check)
+                counts = await _write(cur, task, batch, now, check=check, sent=sent)
             except errors.UniqueViolation as exc:
                 if not _raced(exc) or retries == _RETRIES:
                     raise

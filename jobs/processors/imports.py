@@ -52,6 +52,25 @@ class Batches:
     def __init__(self, data: bytes, done: int, size: int, team_id: int) -> None:
         self._items: Iterator[import_csv.Row | import_csv.Rejection] = import_csv.parse(data)
         self._done, self._size, self._team, self.upto = done, size, team_id, 0
+        self._ahead: asyncio.Future[Batch | None] | None = None
+
+    def start(self) -> None:
+        """Parse the next batch in a thread, unless that has begun. Called once the server has
+        the current batch's rows: while the thread holds the GIL, every round trip of the event
+        loop waits for it (docs/architecture.md, "Import batches")."""
+        if self._ahead is None:
+            self._ahead = asyncio.ensure_future(asyncio.to_thread(self.next))
+
+    async def take(self) -> Batch | None:
+        self.start()
+        assert self._ahead is not None
+        ahead, self._ahead = self._ahead, None
+        return await ahead
+
+    async def settle(self) -> None:
+        """Wait for a parse under way: the thread is not left reading behind a failed run."""
+        if self._ahead is not None:
+            await asyncio.wait([self._ahead])
 
     def next(self) -> Batch | None:
         if self._done:  # parsed again (duplicates are judged against earlier rows), not written
@@ -65,13 +84,13 @@ class Batches:
 
 
 async def _commit(
-    ex: Execution, batch: Batch, total: int, counts: import_apply.Counts
+    ex: Execution, batches: Batches, batch: Batch, total: int, counts: import_apply.Counts
 ) -> import_apply.Counts:
     rt, upto = ex.rt, batch.upto
     async with rt.engine.begin() as conn:
         fresh = counts.updated + counts.unchanged == 0  # no existing ticket met so far
         got = await import_apply.apply_batch(
-            conn, ex.task, batch.prepared, now=rt.clock(), fresh=fresh
+            conn, ex.task, batch.prepared, now=rt.clock(), fresh=fresh, sent=batches.start
         )
         new = import_apply.Counts(
             counts.created + got.created, counts.updated + got.updated,
@@ -95,13 +114,11 @@ async def process(ex: Execution) -> None:
     counts = import_apply.Counts.of(ex.task.stats)
     await ex.progress(done, total, f"{done:,} / {total:,} rows")
     batches = Batches(data, done, ex.rt.settings.import_batch_rows, ex.task.team_id)
-    ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
-    while (batch := await ahead) is not None:
-        ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
+    while (batch := await batches.take()) is not None:
         try:
-            counts = await _commit(ex, batch, total, counts)
+            counts = await _commit(ex, batches, batch, total, counts)
         except BaseException:
-            await asyncio.wait([ahead])  # the thread is not left reading behind a failed run
+            await batches.settle()
             raise
     total = max(total, batches.upto)
     said = counts.summary()
