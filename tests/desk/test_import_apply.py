@@ -267,3 +267,13 @@ async def test_a_fresh_batch_that_meets_an_existing_ticket_is_done_again_with_th
             )
         ).all()
     assert [tuple(r) for r in rows] == [("F-2", "New"), ("F-1", "First"), ("F-3", "Third")]
+
+
+async def test_a_rejection_in_a_column_whose_name_was_not_utf8_is_reported(rt, world):
+    task = await _task(rt, world, "create")
+    data = b"external_id,title,note\xff\nB-1,Fine,ok\nB-2,Bad,\x01\n"
+    counts = await _apply(rt, task, data)
+    assert counts.as_dict() == {"created": 1, "updated": 0, "unchanged": 0, "rejected": 1}
+    assert await _rejections(rt, task.id) == [
+        (3, "note?", "contains a control character (\\u0001); remove it")
+    ]
