@@ -1,6 +1,7 @@
 """Reading an import file: the whole-file check (`sniff`) and every data row, valid or rejected
 with its spreadsheet row number and reason (`parse`). Pure Python, no database: the worker runs
-it in a thread, a batch ahead of the writes (desk.imports.apply stages and applies the rows).
+it in a thread, a batch ahead of the writes (desk.imports.batch prepares the rows there and
+desk.imports.apply writes them).
 """
 
 from __future__ import annotations

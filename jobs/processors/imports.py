@@ -2,19 +2,20 @@
 
 A rescued run starts after the last committed row (`progress_current`) with the counts saved in
 `stats`, so every external id ends up exactly once and the counts add up. The file is read in a
-thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and staged.
+thread one batch ahead: while PostgreSQL writes batch k, the next batch is parsed and prepared
+(desk.imports.batch: its COPY text built as far as it goes without the database).
 Batches are `IMPORT_BATCH_ROWS` rows (docs/architecture.md, "Import batches").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 
 from desk.core.errors import ValidationProblem
 from desk.imports import apply as import_apply
+from desk.imports import batch as import_batch
 from desk.imports import reader as import_csv
 from desk.ledger import run as ledger_run
 from desk.people import access
@@ -41,15 +42,46 @@ async def _load(ex: Execution) -> bytes:
 @dataclass(frozen=True)
 class Batch:
     upto: int  # how many items of the file are done once this batch commits
-    payload: bytes  # the batch as COPY text (import_apply.staged)
+    prepared: import_batch.Prepared
 
 
 class Batches:
-    """The file's items after the first `done`, as staged batches of `size` (pure Python)."""
+    """The file's items after the first `done`, as prepared batches of `size` (pure Python)."""
 
-    def __init__(self, data: bytes, done: int, size: int) -> None:
-        self._items: Iterator[import_csv.Row | import_csv.Rejection] = import_csv.parse(data)
-        self._done, self._size, self.upto = done, size, 0
+    def __init__(self, data: bytes, done: int, size: int, team_id: int) -> None:
+        self._data, self._items = data, import_csv.parse(data)
+        self._done, self._size, self._team, self.upto = done, size, team_id, 0
+        self._ahead: asyncio.Future[Batch | None] | None = None
+        self._count: asyncio.Future[int] | None = None
+
+    def sent(self) -> None:
+        """The server has the current batch's rows: parse the next batch in a thread (and count
+        the file's rows, the first time). Not sooner: while a thread holds the GIL, each round
+        trip of the event loop waits for it (docs/architecture.md, "Import batches")."""
+        if self._ahead is None:
+            self._ahead = asyncio.ensure_future(asyncio.to_thread(self.next))
+        if self._count is None:
+            self._count = asyncio.ensure_future(
+                asyncio.to_thread(import_csv.count_rows, self._data)
+            )
+
+    async def take(self) -> Batch | None:
+        if self._ahead is None:  # the first batch: nothing is being written meanwhile
+            self._ahead = asyncio.ensure_future(asyncio.to_thread(self.next))
+        ahead, self._ahead = self._ahead, None
+        return await ahead
+
+    async def total(self) -> int:
+        """How many items the file has (import_csv.count_rows), for the progress."""
+        self.sent()
+        assert self._count is not None
+        return await self._count
+
+    async def settle(self) -> None:
+        """Wait for the threads under way: none is left reading behind a failed run."""
+        under_way = [f for f in (self._ahead, self._count) if f is not None]
+        if under_way:
+            await asyncio.wait(under_way)
 
     def next(self) -> Batch | None:
         if self._done:  # parsed again (duplicates are judged against earlier rows), not written
@@ -59,19 +91,23 @@ class Batches:
         if not items:
             return None
         self.upto += len(items)
-        return Batch(self.upto, import_apply.staged(items))
+        return Batch(self.upto, import_batch.prepare(items, self._team))
 
 
 async def _commit(
-    ex: Execution, batch: Batch, total: int, counts: import_apply.Counts
+    ex: Execution, batches: Batches, batch: Batch, counts: import_apply.Counts
 ) -> import_apply.Counts:
     rt, upto = ex.rt, batch.upto
     async with rt.engine.begin() as conn:
-        got = await import_apply.apply_batch(conn, ex.task, batch.payload, now=rt.clock())
+        fresh = counts.updated + counts.unchanged == 0  # no existing ticket met so far
+        got = await import_apply.apply_batch(
+            conn, ex.task, batch.prepared, now=rt.clock(), fresh=fresh, sent=batches.sent
+        )
         new = import_apply.Counts(
             counts.created + got.created, counts.updated + got.updated,
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
         )  # fmt: skip
+        total = await batches.total()  # counted while the server wrote the first batch
         pulse = await ledger_run.pulse(
             conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease,
             current=upto, total=total, message=f"{upto:,} / {total:,} rows", stats=new.as_dict(),
@@ -85,20 +121,17 @@ async def _commit(
 
 async def process(ex: Execution) -> None:
     data = await _load(ex)
-    total = await asyncio.to_thread(import_csv.count_rows, data)
     done = ex.task.progress_current  # rows an earlier, rescued execution already committed
     counts = import_apply.Counts.of(ex.task.stats)
-    await ex.progress(done, total, f"{done:,} / {total:,} rows")
-    batches = Batches(data, done, ex.rt.settings.import_batch_rows)
-    ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
-    while (batch := await ahead) is not None:
-        ahead = asyncio.ensure_future(asyncio.to_thread(batches.next))
-        try:
-            counts = await _commit(ex, batch, total, counts)
-        except BaseException:
-            await asyncio.wait([ahead])  # the thread is not left reading behind a failed run
-            raise
-    total = max(total, batches.upto)
+    await ex.progress(done)  # the total comes with the first batch (`Batches.sent`)
+    batches = Batches(data, done, ex.rt.settings.import_batch_rows, ex.task.team_id)
+    try:
+        while (batch := await batches.take()) is not None:
+            counts = await _commit(ex, batches, batch, counts)
+        total = max(await batches.total(), batches.upto)
+    except BaseException:
+        await batches.settle()
+        raise
     said = counts.summary()
     async with ex.rt.engine.begin() as conn:
         finished = await ledger_run.complete(

@@ -1,6 +1,7 @@
-"""Imports, the staging path: a batch goes through COPY into the staging table and one statement
-writes tickets and rejections. Rejections from the reader and from SQL share the report; a batch
-applied again (after a kill, before or after its commit) writes nothing twice; upsert semantics."""
+"""Imports, the write path: a prepared batch's new tickets go in with COPY, the existing ones are
+updated or counted. Rejections from the reader and from the people lookup share the report; a
+batch applied again (after a kill, before or after its commit) writes nothing twice; upsert
+semantics; a ticket given the batch's external id meanwhile makes the batch start again."""
 
 from datetime import UTC, datetime
 
@@ -8,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from desk.imports import apply as import_apply
+from desk.imports import batch as import_batch
 from desk.imports import reader as import_csv
 from desk.imports import service as imports
 from desk.work import tasks
@@ -28,7 +30,7 @@ async def _task(rt, world, mode):
 
 
 async def _apply(rt, task, data: bytes) -> import_apply.Counts:
-    payload = import_apply.staged(import_csv.parse(data))
+    payload = import_batch.prepare(import_csv.parse(data), task.team_id)
     async with rt.engine.begin() as conn:
         return await import_apply.apply_batch(conn, task, payload, now=NOW)
 
@@ -95,7 +97,7 @@ async def test_a_batch_with_rejected_rows_mixed_in(rt, world):
 
 async def test_a_batch_run_again_after_a_kill_applies_nothing_twice(rt, world):
     task = await _task(rt, world, "create")
-    payload = import_apply.staged(import_csv.parse(MIXED))
+    payload = import_batch.prepare(import_csv.parse(MIXED), task.team_id)
     with pytest.raises(Killed):  # killed before the commit: the batch leaves nothing behind
         async with rt.engine.begin() as conn:
             await import_apply.apply_batch(conn, task, payload, now=NOW)
@@ -123,7 +125,7 @@ async def test_upsert_updates_title_status_priority_assignee_and_nothing_else(rt
     )
     before = await _tickets(rt, world.team)
     later = datetime(2026, 12, 1, tzinfo=UTC)
-    payload = import_apply.staged(
+    payload = import_batch.prepare(
         import_csv.parse(
             (
                 HEADER
@@ -131,7 +133,8 @@ async def test_upsert_updates_title_status_priority_assignee_and_nothing_else(rt
                 + "U-2,Same,OPEN,LOW,,wang@acme.test,\n"
                 + "U-3,New,,,,,\n"
             ).encode()
-        )
+        ),
+        first.team_id,
     )
     async with rt.engine.begin() as conn:
         counts = await import_apply.apply_batch(conn, first, payload, now=later)
@@ -187,3 +190,90 @@ def test_created_at_is_read_only_when_given_with_its_zone():
         "C-4": None,
         "C-5": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("mode", "counts", "title"),
+    [
+        ("create", {"created": 2, "updated": 0, "unchanged": 1, "rejected": 0}, "Theirs"),
+        ("upsert", {"created": 2, "updated": 1, "unchanged": 0, "rejected": 0}, "Second"),
+    ],
+)
+async def test_a_ticket_given_the_same_external_id_meanwhile_makes_the_batch_start_again(
+    rt, world, monkeypatch, mode, counts, title
+):
+    task = await _task(rt, world, mode)
+    checks = []
+    existing = import_apply._existing
+
+    async def check_then_someone_writes(cur, team_id, external_ids):
+        found = await existing(cur, team_id, external_ids)
+        checks.append(found)
+        if len(checks) == 1:  # after the check, before the COPY: another connection commits R-2
+            async with rt.engine.begin() as other:
+                await other.execute(
+                    sa.text(
+                        "INSERT INTO ticket (team_id, external_id, title, creator_id) "
+                        "VALUES (:t, 'R-2', 'Theirs', :c)"
+                    ),
+                    {"t": team_id, "c": world.staff},
+                )
+        return found
+
+    monkeypatch.setattr(import_apply, "_existing", check_then_someone_writes)
+    data = (HEADER + "R-1,First,,,,,\n" + "R-2,Second,,,,,\n" + "R-3,Third,,,,,\n").encode()
+    got = await _apply(rt, task, data)
+    assert checks == [set(), {"R-2"}], "the batch was rolled back and done again"
+    assert got.as_dict() == counts
+    tickets = await _tickets(rt, world.team)
+    assert sorted(tickets) == ["R-1", "R-2", "R-3"] and tickets["R-2"].title == title
+    async with rt.engine.connect() as conn:
+        ids = (
+            await conn.execute(
+                sa.text("SELECT external_id FROM ticket WHERE team_id = :t ORDER BY id"),
+                {"t": world.team},
+            )
+        ).scalars()
+        assert [e for e in ids if e and e.startswith("R-")] == ["R-2", "R-1", "R-3"]
+
+
+async def test_a_fresh_batch_that_meets_an_existing_ticket_is_done_again_with_the_check(
+    rt, world, monkeypatch
+):
+    task = await _task(rt, world, "upsert")
+    await _apply(rt, task, (HEADER + "F-2,Old,,,,,\n").encode())
+    checks = []
+    existing = import_apply._existing
+
+    async def recorded(cur, team_id, external_ids):
+        checks.append(await existing(cur, team_id, external_ids))
+        return checks[-1]
+
+    monkeypatch.setattr(import_apply, "_existing", recorded)
+    data = (HEADER + "F-1,First,,,,,\n" + "F-2,New,,,,,\n" + "F-3,Third,,,,,\n").encode()
+    payload = import_batch.prepare(import_csv.parse(data), task.team_id)
+    async with rt.engine.begin() as conn:
+        got = await import_apply.apply_batch(conn, task, payload, now=NOW, fresh=True)
+    assert checks == [{"F-2"}], "unchecked first, then once with the check"
+    assert got.as_dict() == {"created": 2, "updated": 1, "unchanged": 0, "rejected": 0}
+    async with rt.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.text(
+                    "SELECT external_id, title FROM ticket WHERE team_id = :t "
+                    "AND external_id LIKE 'F-%' ORDER BY id"
+                ),
+                {"t": world.team},
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [("F-2", "New"), ("F-1", "First"), ("F-3", "Third")]
+
+
+async def test_a_rejection_in_a_column_whose_name_was_not_utf8_is_reported(rt, world):
+    task = await _task(rt, world, "create")
+    data = b"external_id,title,note\xff\nB-1,Fine,ok\nB-2,Bad,\x01\n"
+    counts = await _apply(rt, task, data)
+    assert counts.as_dict() == {"created": 1, "updated": 0, "unchanged": 0, "rejected": 1}
+    assert await _rejections(rt, task.id) == [
+        (3, "note?", "contains a control character (\\u0001); remove it")
+    ]
