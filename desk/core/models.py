@@ -201,6 +201,8 @@ class BackgroundTask(SQLModel, table=True):
         ),
         sa.Index("background_task_team_owner_created", "team_id", "owner_id", sa.text("id DESC")),
         sa.Index("background_task_team_created", "team_id", sa.text("id DESC")),
+        # The accept's hourly quota count reads only the last hour (migration 0017).
+        sa.Index("background_task_owner_kind_created", "team_id", "owner_id", "kind", "created_at"),
         sa.Index(
             "background_task_due",
             "run_at",

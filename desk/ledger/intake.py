@@ -67,8 +67,10 @@ LIVE = (
 )
 LIVE_SESSION = f"SELECT {LIVE} AS live"
 # m: the owner's role; a: the named assignee is staff; c: an active task in the scope;
-# q: the owner's quota counts; s: the caller's session is live, when the caller was named from
-# memory (web.auth, `session` set). The insert happens only when all of them allow it.
+# q: the owner's quota counts, two counts each on its index (the active ones on the partial
+# unique index, the last hour's on migration 0017's: one count with an OR read the person's whole
+# history); s: the caller's session is live, when the caller was named from memory (web.auth,
+# `session` set). The insert happens only when all of them allow it.
 ACCEPT = f"""
 WITH m AS (SELECT role FROM membership WHERE user_id = %(owner_id)s AND team_id = %(team_id)s),
 s AS (SELECT {LIVE} AS live),
@@ -82,11 +84,11 @@ c AS (
   LIMIT 1
 ),
 q AS (
-  SELECT count(*) FILTER (WHERE {_ACTIVE}) AS q_active,
-   count(*) FILTER (WHERE created_at >= %(since)s) AS q_recent,
-   min(created_at) FILTER (WHERE created_at >= %(since)s) AS q_oldest
-  FROM background_task WHERE kind = %(kind)s AND team_id = %(team_id)s AND owner_id = %(owner_id)s
-   AND ({_ACTIVE} OR created_at >= %(since)s::timestamptz)
+  SELECT (SELECT count(*) FROM background_task WHERE kind = %(kind)s AND team_id = %(team_id)s
+    AND owner_id = %(owner_id)s AND {_ACTIVE}) AS q_active, r.*
+  FROM (SELECT count(*) AS q_recent, min(created_at) AS q_oldest FROM background_task
+   WHERE team_id = %(team_id)s AND owner_id = %(owner_id)s AND kind = %(kind)s
+    AND created_at >= %(since)s::timestamptz) r
 ),
 ins AS (
   INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters,
@@ -253,7 +255,7 @@ async def accept(
 # The accept statement prepared once per connection under this name (SQL-level PREPARE, so a
 # simple query can EXECUTE it: the server neither parses nor plans it again; psycopg's own
 # prepared statements are protocol-level and cannot join a multi-statement query).
-PREPARED = "taskdesk_accept_v2"
+PREPARED = "taskdesk_accept_v3"
 _ARGS = (
     ("kind", "text"), ("team_id", "int"), ("owner_id", "int"), ("ticket_id", "int"),
     ("scope_key", "text"), ("filters", "jsonb"), ("reminder_revision", "int"), ("note", "text"),
