@@ -18,6 +18,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from arq.connections import RedisSettings
@@ -64,19 +66,25 @@ class Recorder:
             self.done.set()
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    ledger = None
-    if args.ledger:
-        ledger = AsyncConnectionPool(
-            args.ledger, min_size=args.max_jobs, max_size=args.max_jobs, open=False,
-            kwargs={"autocommit": True},
-        )  # fmt: skip
-        await ledger.open(wait=True)
+@asynccontextmanager
+async def bare_pool(url: str, size: int) -> AsyncIterator[AsyncConnectionPool | None]:
+    """The bare ledger's autocommit pool of `size` (`--ledger URL`), or None without a URL."""
+    if not url:
+        yield None
+        return
+    pool = AsyncConnectionPool(
+        url, min_size=size, max_size=size, open=False, kwargs={"autocommit": True}
+    )
+    await pool.open(wait=True)
     try:
-        return await _work(args, Recorder(args.expect, ledger, args.table))
+        yield pool
     finally:
-        if ledger is not None:
-            await ledger.close()
+        await pool.close()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with bare_pool(args.ledger, args.max_jobs) as ledger:
+        return await _work(args, Recorder(args.expect, ledger, args.table))
 
 
 async def _work(args: argparse.Namespace, rec: Recorder) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 from arq.connections import RedisSettings, create_pool
 from psycopg_pool import AsyncConnectionPool
 
+from bench.rawarq import bare_pool
 from desk.core.queue import dumps, loads
 from desk.core.runtime import Runtime
 from desk.core.settings import load_settings
@@ -90,17 +91,8 @@ BARE_ACCEPT = (
 
 
 async def run_arq(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.ledger:
-        return await _run_arq(args, None)
-    pool = AsyncConnectionPool(
-        args.ledger, min_size=args.concurrency, max_size=args.concurrency, open=False,
-        kwargs={"autocommit": True},
-    )  # fmt: skip
-    await pool.open(wait=True)
-    try:
-        return await _run_arq(args, pool)
-    finally:
-        await pool.close()
+    async with bare_pool(args.ledger, args.concurrency) as ledger:
+        return await _run_arq(args, ledger)
 
 
 async def _run_arq(args: argparse.Namespace, ledger: AsyncConnectionPool | None) -> dict[str, Any]:
