@@ -128,6 +128,9 @@ async def test_a_killed_listener_reconnects_and_tells_every_subscriber_to_read_a
         assert feed.connected and feed.generation == generation + 1
         # ... and listens again: a change after the reconnect arrives.
         task = await tasks.create_export(rt, world.staff, world.team, {})
+    # The creation's own notice is told before the subscription below, which then hears only
+    # the cancel (it could otherwise be the first note it gets).
+    assert await feed.sync()
     async with feed.subscribe(tasks=[task.id]) as sub:
         await tasks.cancel_task(rt, world.staff, task.id)
         note = await _next(sub)
