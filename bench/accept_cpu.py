@@ -5,23 +5,18 @@ bench/env.py: private ones under .taskdesk/bench/ unless TEST_DATABASE_URL/DATAB
 otherwise). With `floor`, the same for bench/baseline_app.py's accept (the trigger's floor)."""
 
 import asyncio
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 from bench import env
 from bench.b_http import TRIGGER_CONNECTIONS, _trigger_script, staff_people
+from bench.procs import cpu_seconds
 from bench.web import BASELINE, OURS, serve, session_cookie, wrk
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
 from taskdesk import migrate
 from tests.factories import make_world
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

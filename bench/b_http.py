@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 from typing import Any
 
@@ -26,6 +25,7 @@ import sqlalchemy as sa
 
 from bench import env
 from bench.harness import Ctx, runtime
+from bench.procs import cpu_seconds
 from bench.stats import Row, Target
 from bench.web import BASELINE, OURS, check_ok, lua_request, serve, session_cookie, wrk
 from desk.core.runtime import Runtime
@@ -132,16 +132,6 @@ async def status_read(ctx: Ctx) -> list[Row]:
             note="GET /api/v1/tasks/{id} with the session cookie",
         ),
     ]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 where there is none)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_note(cpu_us: dict[str, list[float]]) -> str:

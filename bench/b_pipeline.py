@@ -9,7 +9,10 @@ pipeline: N tasks submitted as fast as 8 concurrent submitters can → the last 
 tasks per second. pipeline-bare-ledger (information): raw arq behind the cheapest durable ledger
 (`bench.submit bare`, `bench.rawarq --ledger`: one autocommit INSERT per submission, a claim
 and a finish UPDATE per job, on a plain copy of `background_task` with its indexes and no
-triggers), against the same raw arq runs: what any ledger of durable rows costs on this machine. start-latency: 50 submissions/s; ours is `started_at - created_at` (from
+triggers), against the same raw arq runs: what any ledger of durable rows costs on this machine.
+pipeline-cpu (information): the machine's busy CPU per task over those runs, ours against raw
+arq's per job, with PostgreSQL's share: where the pipeline saturates the machine, its rate ratio
+can be no better than the inverse of this one. start-latency: 50 submissions/s; ours is `started_at - created_at` (from
 before the accept's commit, so it includes the accept itself), the baseline enqueue → start.
 """
 
@@ -17,6 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -55,6 +61,31 @@ async def _ours(ctx: Ctx, rt: Runtime, load: list[str], within: float) -> tuple[
             )
         ).all()
     return out, rows
+
+
+@dataclass
+class Spent:
+    """CPU seconds spent meanwhile: the machine's (every process, busy cores) and PostgreSQL's."""
+
+    machine: float = 0.0
+    postgres: float = 0.0
+
+
+@contextmanager
+def spending(ctx: Ctx) -> Iterator[Spent]:
+    """Measure `Spent` over the block. PostgreSQL: its postmaster's tree, closed backends
+    included; 0 on servers this benchmark did not start (their processes are not ours to read)."""
+    pm = ctx.servers.postmaster_pid()
+
+    def pg() -> float:
+        return procs.tree_cpu_seconds(pm, reaped=True) if pm else 0.0
+
+    spent = Spent()
+    m0, p0 = procs.machine_busy_seconds(), pg()
+    try:
+        yield spent
+    finally:
+        spent.machine, spent.postgres = procs.machine_busy_seconds() - m0, pg() - p0
 
 
 BARE_TABLE = "bench_bare_ledger"
@@ -102,12 +133,13 @@ async def _baseline(
     )
     try:
         await _ready(rt.redis, f"{queue}:ready", 60)
-        out = await _submit(rt, [mode, "--queue", queue, *ledger, *load], 600)
-        record = await asyncio.to_thread(procs.collect_json, worker, 600)
+        with spending(ctx) as spent:  # from the raw worker's readiness, not its start
+            out = await _submit(rt, [mode, "--queue", queue, *ledger, *load], 600)
+            record = await asyncio.to_thread(procs.collect_json, worker, 600)
     finally:
         if worker.poll() is None:
             worker.kill()
-    return out, record
+    return out, record | {"spent": spent}
 
 
 async def _ready(redis: Redis, key: str, within: float) -> None:
@@ -123,16 +155,20 @@ async def pipeline(ctx: Ctx) -> list[Row]:
     load = ["--count", str(n), "--concurrency", str(SUBMITTERS)]
     accepts: list[float] = []  # the submitters' own rate: the pipeline cannot beat it
     bare: list[float] = []
+    cpu: dict[str, list[Spent]] = {"ours": [], "raw": []}
     async with runtime(ctx.settings("pipeline")) as rt, workers(ctx, rt, "pipeline"):
         await _bare_table(rt)
 
         async def ours(_: int) -> float:
-            out, rows = await _ours(ctx, rt, load, 600)
+            with spending(ctx) as spent:
+                out, rows = await _ours(ctx, rt, load, 600)
+            cpu["ours"].append(spent)
             accepts.append(n / (out["t1"] - out["t0"]))
             return n / (max(r.finished_at for r in rows).timestamp() - out["t0"])
 
         async def base(i: int) -> float:
             out, record = await _baseline(ctx, rt, f"pipe{i}", n, load)
+            cpu["raw"].append(record["spent"])
             out_b, record_b = await _baseline(ctx, rt, f"bare{i}", n, load, bare=True)
             bare.append(n / (record_b["last_done"] - out_b["t0"]))
             return n / (record["last_done"] - out["t0"])
@@ -159,7 +195,27 @@ async def pipeline(ctx: Ctx) -> list[Row]:
             "UPDATE per job (autocommit, a plain copy of background_task: its indexes, no "
             "triggers), against the same raw arq runs",
         ),
+        _cpu_row(cpu, n),
     ]
+
+
+def _cpu_row(cpu: dict[str, list[Spent]], n: int) -> Row:
+    """What a task costs the whole machine, ours against a raw arq job: on a machine the
+    pipeline saturates, the rate ratio can be no better than the inverse of this one."""
+    pg = [1000 * s.postgres / n for s in cpu["ours"]]
+    pg_raw = [1000 * s.postgres / n for s in cpu["raw"]]
+    return Row(
+        "pipeline-cpu",
+        "ms/task",
+        [1000 * s.machine / n for s in cpu["ours"]],
+        [1000 * s.machine / n for s in cpu["raw"]],
+        note="information: the machine's busy CPU per task (every process: submitter, worker, "
+        "PostgreSQL, Redis) over each pipeline run, against raw arq's per job; of it PostgreSQL "
+        f"{percentile(pg, 50):.2f} ms (raw arq's runs: {percentile(pg_raw, 50):.2f})"
+        if any(pg)
+        else "information: the machine's busy CPU per task over each pipeline run, against raw "
+        "arq's per job (PostgreSQL's share unknown: servers the benchmark did not start)",
+    )
 
 
 def _latency_rows(

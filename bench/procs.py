@@ -38,14 +38,18 @@ def reset_peak_rss(pid: int) -> bool:
     return True
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU time of a process so far; `reaped`: with that of its children that
+    exited and were waited for (a PostgreSQL postmaster's closed backends)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    used = int(fields[11]) + int(fields[12])
+    if reaped:
+        used += int(fields[13]) + int(fields[14])
+    return used / CLK_TCK
 
 
 def children(pid: int) -> list[int]:
@@ -64,9 +68,18 @@ def children(pid: int) -> list[int]:
     return kids
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU of a process and its living children (exited backends are not counted)."""
-    return cpu_seconds(pid) + sum(cpu_seconds(k) for k in children(pid))
+def tree_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """CPU of a process and its living children; `reaped`: and of those that exited."""
+    return cpu_seconds(pid, reaped=reaped) + sum(cpu_seconds(k) for k in children(pid))
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every core of the machine has spent busy so far (/proc/stat: all but idle and
+    iowait), whoever spent it: the processes under test, their servers and the load."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle, iowait = values[3], values[4]
+    return (sum(values[:8]) - idle - iowait) / CLK_TCK
 
 
 class Proc:
