@@ -155,7 +155,7 @@ async def pipeline(ctx: Ctx) -> list[Row]:
     load = ["--count", str(n), "--concurrency", str(SUBMITTERS)]
     accepts: list[float] = []  # the submitters' own rate: the pipeline cannot beat it
     bare: list[float] = []
-    cpu: dict[str, list[Spent]] = {"ours": [], "raw": []}
+    cpu: dict[str, list[Spent]] = {"ours": [], "raw": [], "bare": []}
     async with runtime(ctx.settings("pipeline")) as rt, workers(ctx, rt, "pipeline"):
         await _bare_table(rt)
 
@@ -170,6 +170,7 @@ async def pipeline(ctx: Ctx) -> list[Row]:
             out, record = await _baseline(ctx, rt, f"pipe{i}", n, load)
             cpu["raw"].append(record["spent"])
             out_b, record_b = await _baseline(ctx, rt, f"bare{i}", n, load, bare=True)
+            cpu["bare"].append(record_b["spent"])
             bare.append(n / (record_b["last_done"] - out_b["t0"]))
             return n / (record["last_done"] - out["t0"])
 
@@ -202,19 +203,25 @@ async def pipeline(ctx: Ctx) -> list[Row]:
 def _cpu_row(cpu: dict[str, list[Spent]], n: int) -> Row:
     """What a task costs the whole machine, ours against a raw arq job: on a machine the
     pipeline saturates, the rate ratio can be no better than the inverse of this one."""
-    pg = [1000 * s.postgres / n for s in cpu["ours"]]
-    pg_raw = [1000 * s.postgres / n for s in cpu["raw"]]
+
+    def ms(side: str, part: str) -> str:
+        return f"{percentile([1000 * getattr(s, part) / n for s in cpu[side]], 50):.2f} ms"
+
+    known = any(s.postgres for s in cpu["ours"])
     return Row(
         "pipeline-cpu",
         "ms/task",
         [1000 * s.machine / n for s in cpu["ours"]],
         [1000 * s.machine / n for s in cpu["raw"]],
         note="information: the machine's busy CPU per task (every process: submitter, worker, "
-        "PostgreSQL, Redis) over each pipeline run, against raw arq's per job; of it PostgreSQL "
-        f"{percentile(pg, 50):.2f} ms (raw arq's runs: {percentile(pg_raw, 50):.2f})"
-        if any(pg)
-        else "information: the machine's busy CPU per task over each pipeline run, against raw "
-        "arq's per job (PostgreSQL's share unknown: servers the benchmark did not start)",
+        "PostgreSQL, Redis) over each pipeline run, against raw arq's per job; "
+        + (
+            f"PostgreSQL's share: ours {ms('ours', 'postgres')}, raw arq {ms('raw', 'postgres')}; "
+            f"the bare ledger's runs {ms('bare', 'machine')}, of it PostgreSQL "
+            f"{ms('bare', 'postgres')}"
+            if known
+            else "PostgreSQL's share unknown (servers the benchmark did not start)"
+        ),
     )
 
 
