@@ -17,11 +17,11 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from api.short import Short
 from desk.core import logs, tracing
 from desk.core.runtime import Runtime
 from desk.core.settings import ConfigError, Env, Settings, load_settings
 from desk.reads.memory import Memory
-from ui.polled import Polled
 from web import errors
 from web.edge import Edge
 
@@ -151,7 +151,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (web/errors.py)
     # One layer for what every request gets (web/edge.py): the in-flight bound, request id, log
-    # line and metric, body cap, security headers; and the polled fragments' handlers (ui.polled).
-    app.add_middleware(Edge, settings=settings, prod=prod, short=Polled())
+    # line and metric, body cap, security headers; and the handlers of the polled fragments and
+    # the REST task read, called before any routing (api/short.py).
+    app.add_middleware(Edge, settings=settings, prod=prod, short=Short())
     mount(app, settings)
     return app

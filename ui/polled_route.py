@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ui.route import UiRoute, refused_page
 from web.edge import Raw
+from web.errors import handled
 
 ROW_PATH = re.compile(r"/tasks/([^/]+)")  # the route's own pattern, `/tasks/{task_id}`
 PLAIN_ID = re.compile(r"[1-9][0-9]{0,17}")
@@ -89,16 +90,10 @@ async def refusal(request: Request, exc: Exception) -> Response:
     page = refused_page(request, exc)
     if page is not None:
         return page
-    handlers = getattr(request.app, "exception_handlers", {})
-    for kind in type(exc).__mro__:
-        if kind is Exception:  # the app's 500 page: the exception goes on to it
-            break
-        handler = handlers.get(kind)
-        if handler is not None:
-            answer = await handler(request, exc)
-            assert isinstance(answer, Response)
-            return answer
-    raise exc
+    got = await handled(request, exc)
+    if got is None:  # the app's 500 page: the exception goes on to it
+        raise exc
+    return got
 
 
 class PolledRoute(UiRoute):

@@ -208,6 +208,22 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return await answer(request, ServerTrouble(), text)
 
 
+async def handled(request: Request, exc: Exception) -> Response | None:
+    """What the app's own exception handlers (`install`) make of `exc`, for a handler the edge
+    calls before the app's routing and its exception middleware (ui.polled, api.short); None
+    for an unexpected one, which goes on to the 500 page."""
+    handlers = getattr(request.app, "exception_handlers", {})
+    for kind in type(exc).__mro__:
+        if kind is Exception:
+            return None
+        handler = handlers.get(kind)
+        if handler is not None:
+            got = await handler(request, exc)
+            assert isinstance(got, Response)
+            return got
+    return None
+
+
 def install(app: FastAPI) -> None:
     app.state.error_pages = None  # until the pages are mounted (use_pages)
     app.add_exception_handler(DeskError, desk_error)
