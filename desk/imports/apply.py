@@ -176,7 +176,8 @@ async def _write(
         async with cur.copy(_COPY) as copy:
             await copy.write("".join(plan.lines).encode())
             sent()  # the server has the rows: its work from here on needs nothing of ours
-    sent()
+    else:
+        sent()
     return Counts(len(plan.lines), updated, len(plan.old) - updated, len(rejected))
 
 
