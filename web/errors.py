@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 
 from desk.core.errors import DeskError, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from web import wants
+from web.limits import API_PREFIX
 
 log = logging.getLogger("taskdesk.web")
 
@@ -143,9 +144,6 @@ async def answer(
     return pages.page(request, problem, headers or {})
 
 
-API_PREFIX = "/api/"
-
-
 def api_path(request: Request) -> bool:
     """The REST API answers data whatever the client accepts (a browser tab included)."""
     return request.url.path.startswith(API_PREFIX)
@@ -174,6 +172,10 @@ async def database_down(request: Request, exc: Exception) -> Response:
 async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own refusals (405, 400 …): FastAPI's JSON, or the page with their headers."""
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, DeskError):
+        # FastAPI turns whatever fails while it reads a body into a 400 "error parsing the
+        # body"; a domain error there (the edge's BodyTooLarge, web/limits.py) keeps its answer.
+        return await desk_error(request, exc.__cause__)
     data = await http_exception_handler(request, exc)
     if exc.status_code < 400:
         return data

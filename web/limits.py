@@ -24,7 +24,9 @@ from desk.core.settings import Settings
 GRAPHQL_MAX_BYTES = 64 * 1024  # the only cap of a GraphQL request (schema.app counts none)
 LOGIN_MAX_BYTES = 16 * 1024  # an e-mail, a password, a token and `next`
 UPLOAD_SLACK = 64 * 1024  # multipart framing and the small fields around the file
-UPLOAD_ROUTES = re.compile(r"^/(imports|teams/[^/]+/imports/uploads)/?$")
+# The page's import form, the uploads of its JavaScript, and the REST API's import.
+UPLOAD_ROUTES = re.compile(r"^/(imports|teams/[^/]+/imports/uploads|api/v1/imports)/?$")
+API_PREFIX = "/api/"
 
 
 class BodyTooLarge(DeskError):
@@ -57,7 +59,8 @@ def route_limit(settings: Settings, path: str) -> tuple[int, int, str]:
         # The file may be IMPORT_MAX_BYTES; the form around it gets a little room on top.
         limit = settings.import_max_bytes
         return limit + UPLOAD_SLACK, limit, "An import file"
-    return settings.form_max_bytes, settings.form_max_bytes, "A form"
+    what = "A request body" if path.startswith(API_PREFIX) else "A form"
+    return settings.form_max_bytes, settings.form_max_bytes, what
 
 
 def declared_length(scope: Scope) -> int | None:

@@ -152,3 +152,52 @@ async def test_page_form_field_over_the_form_limit_is_a_form_message(app_client,
                  "Content-Type": "application/x-www-form-urlencoded"},
     )  # fmt: skip
     assert r.status_code == 413 and "at most 1 MiB" in r.text
+
+
+@pytest.fixture
+async def api_client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
+    """An import limit (3 MiB) above the form limit (1 MiB): each route must get its own."""
+    roomy = load_settings(**(settings.model_dump() | {"import_max_bytes": 3 * 1024 * 1024}))
+    app = create_app(roomy)
+    async with app.router.lifespan_context(app):
+        app.state.runtime.clock = clock
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            c.rt = app.state.runtime  # type: ignore[attr-defined]
+            yield c
+
+
+async def test_the_rest_import_takes_a_file_up_to_the_import_limit(api_client, world) -> None:
+    _, token = await users.create_token(api_client.rt, world.admin, "t")
+    auth = {"Authorization": f"Bearer {token}"}
+    rows = "".join(f"BIG-{i},A ticket with a rather long title number {i}\n" for i in range(40_000))
+    csv = ("external_id,title\n" + rows).encode()
+    assert 1024 * 1024 < len(csv) < 3 * 1024 * 1024  # over the form limit, under the import's
+    form = {"team_id": str(world.team), "mode": "create"}
+    files = {"file": ("big.csv", csv, "text/csv")}
+    r = await api_client.post("/api/v1/imports", headers=auth, data=form, files=files)
+    assert r.status_code == 202, r.text
+    head, tail = _multipart_file("b9")
+    body = Body(head, tail=tail)
+    r = await api_client.post(
+        "/api/v1/imports",
+        content=body,
+        headers={**auth, "Content-Type": "multipart/form-data; boundary=b9"},
+    )
+    assert r.status_code == 413, r.text
+    assert r.json()["error"]["message"] == "An import file can be at most 3 MiB."
+    assert body.pulled <= 3 * 1024 * 1024 + 64 * 1024 + 2 * CHUNK
+
+
+async def test_a_rest_json_body_over_its_limit_is_a_413_that_names_it(api_client, world) -> None:
+    _, token = await users.create_token(api_client.rt, world.staff, "t")
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    for extra in ({}, {"Transfer-Encoding": "chunked"}):
+        body = Body(b'{"team_id": 1, "q": "', total=3 * 1024 * 1024, tail=b'"}')
+        r = await api_client.post("/api/v1/exports", content=body, headers=auth | extra)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"] == {
+            "code": "PAYLOAD_TOO_LARGE",
+            "message": "A request body can be at most 1 MiB.",
+        }
+        assert body.pulled <= 1024 * 1024 + 2 * CHUNK
