@@ -5,6 +5,8 @@ form message — and the server stops pulling the body at the limit."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -34,16 +36,26 @@ class Body:
         yield self.tail
 
 
-@pytest.fixture
-async def app_client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
-    small = load_settings(**(settings.model_dump() | {"import_max_bytes": 1024 * 1024}))
-    app = create_app(small)
+@asynccontextmanager
+async def _served(
+    settings: Any, clock: Any, import_max_bytes: int
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with this import limit (the form limit stays 1 MiB), driven over ASGI."""
+    app = create_app(
+        load_settings(**(settings.model_dump() | {"import_max_bytes": import_max_bytes}))
+    )
     async with app.router.lifespan_context(app):
         app.state.runtime.clock = clock
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
             c.rt = app.state.runtime  # type: ignore[attr-defined]
             yield c
+
+
+@pytest.fixture
+async def app_client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
+    async with _served(settings, clock, 1024 * 1024) as c:
+        yield c
 
 
 async def test_chunked_graphql_body_stops_at_64_kib(app_client) -> None:
@@ -157,14 +169,8 @@ async def test_page_form_field_over_the_form_limit_is_a_form_message(app_client,
 @pytest.fixture
 async def api_client(settings, clock, world) -> AsyncIterator[httpx.AsyncClient]:
     """An import limit (3 MiB) above the form limit (1 MiB): each route must get its own."""
-    roomy = load_settings(**(settings.model_dump() | {"import_max_bytes": 3 * 1024 * 1024}))
-    app = create_app(roomy)
-    async with app.router.lifespan_context(app):
-        app.state.runtime.clock = clock
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            c.rt = app.state.runtime  # type: ignore[attr-defined]
-            yield c
+    async with _served(settings, clock, 3 * 1024 * 1024) as c:
+        yield c
 
 
 async def test_the_rest_import_takes_a_file_up_to_the_import_limit(api_client, world) -> None:
