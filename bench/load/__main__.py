@@ -48,6 +48,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile", action="store_true", help="py-spy the web and worker processes meanwhile"
     )
     p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="keep every request's time and answer, and print asked, served and p99 per 10 s",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -86,7 +91,8 @@ async def drill(
             )
             for i, w in enumerate(workers):
                 stack.enter_context(recording(w.pid, _spy(args, logs, f"worker{i}")))
-            clients = setup.start_clients(args, web.url, people, wenv, logs)
+            extra = ("--timeline",) if args.timeline else ()
+            clients = setup.start_clients(args, web.url, people, wenv, logs, extra)
             pids = {
                 "web": [web.pid],
                 "workers": [w.pid for w in workers],

@@ -63,7 +63,8 @@ class Person:
 class PageState:
     """What one person's open tasks page shows, as its watcher sends it back."""
 
-    rows: dict[int, str] = field(default_factory=dict)  # task id -> "id:since:version:cancel"
+    # task id -> its query parameter, "r=id:since:version:cancel" quoted once when it changes
+    rows: dict[int, str] = field(default_factory=dict)
     bell: int = -1
     health: str = ""
     newest: int = 0
@@ -73,7 +74,7 @@ class PageState:
     def url(self) -> str:
         # As ui.js: at most MAX_ROWS rows a tick, the newest (on top of the page) first.
         newest_rows = sorted(self.rows.items(), reverse=True)[:MAX_ROWS]
-        parts = [f"r={quote(t, safe=':')}" for _, t in newest_rows]
+        parts = [t for _, t in newest_rows]
         parts += [f"bell={self.bell}", f"h={quote(self.health)}", "list=tasks"]
         parts += [f"newest={self.newest}", "limit=20"]
         parts += [f"mark={self.mark}"] if self.mark else []
@@ -89,7 +90,8 @@ class PageState:
             task_id, attrs = int(m.group(1)), dict(ATTR.findall(m.group(0)))
             if "data-poll" in attrs:
                 since, version = attrs["data-since"], attrs["data-v"]
-                self.rows[task_id] = f"{task_id}:{since}:{version}:{attrs['data-cancel']}"
+                token = f"{task_id}:{since}:{version}:{attrs['data-cancel']}"
+                self.rows[task_id] = f"r={quote(token, safe=':')}"
                 continue
             self.rows.pop(task_id, None)
             if attrs.get("data-status") in FINISHED:
@@ -110,6 +112,7 @@ class Tally:
     kinds: dict[int, str] = field(default_factory=dict)
     attached: int = 0
     finished_seen: set[int] = field(default_factory=set)
+    body_bytes: Counter[str] = field(default_factory=Counter)  # kind -> bytes of its 200s
     first_error: str = ""
     error_kinds: Counter[str] = field(default_factory=Counter)
     # (wall-clock start, kind, status or 0 for a failed request, ms, "s"erved/"r"efused/"e"rror)
@@ -142,6 +145,8 @@ class Sim:
         self.tally.latency[kind].append((time.perf_counter() - began) * 1000)
         self.tally.statuses[kind][r.status_code] += 1
         outcome = "s"
+        if r.status_code == 200:
+            self.tally.body_bytes[kind] += len(r.content)
         if r.status_code in (429, 503):
             outcome = "r"
         elif r.status_code >= 400:
@@ -259,6 +264,7 @@ class Sim:
             "latency": t.latency,
             "statuses": {k: {str(s): n for s, n in v.items()} for k, v in t.statuses.items()},
             "errors": t.errors,
+            "body_bytes": dict(t.body_bytes),
             "first_error": t.first_error,
             "error_kinds": dict(t.error_kinds.most_common(10)),
             "accepted": t.accepted,

@@ -58,9 +58,36 @@ def traffic(args: argparse.Namespace, clients: list[dict[str, Any]]) -> list[str
         ms = latency.get(key, [])
         by = statuses.get(key, {})
         answers = ", ".join(f"{s}: {n:,}" for s, n in sorted(by.items()))
+        size = sum(c.get("body_bytes", {}).get(key, 0) for c in clients) / max(1, by.get("200", 0))
         lines.append(
             f"  {label:32} {len(ms):7,} requests  p50 {percentile(ms, 50):7.1f} ms  "
-            f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}  ({answers})"
+            f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}  ({answers}; "
+            f"a 200 {size / 1000:.1f} kB)"
+        )
+    return lines
+
+
+def timeline(clients: list[dict[str, Any]], step: float = 10.0) -> list[str]:
+    """Asked, served and the polls' p50/p99 per `step` seconds of the run (`--timeline`)."""
+    entries = [e for c in clients for e in c.get("timeline", [])]
+    if not entries:
+        return []
+    start = min(e[0] for e in entries)
+    slots: dict[int, list[Any]] = {}
+    for e in entries:
+        slots.setdefault(int((e[0] - start) // step), []).append(e)
+    lines = [
+        "per 10 s (from the first request): asked/s, served/s, refused, polls' p50 / p99, "
+        "refusals' p99 (a refusal is answered before any work: its time is the queue's)"
+    ]
+    for slot, got in sorted(slots.items()):
+        served = [e for e in got if e[4] == "s"]
+        polls = [e[3] for e in served if e[1] == "watch"]
+        refused = [e[3] for e in got if e[4] == "r"]
+        lines.append(
+            f"  {slot * step:5.0f} s  {len(got) / step:6.0f}  {len(served) / step:6.0f}  "
+            f"{len(refused):6,}  {percentile(polls, 50):7.1f}  "
+            f"{percentile(polls, 99):7.1f} ms  {percentile(refused, 99):7.1f} ms"
         )
     return lines
 
@@ -74,6 +101,7 @@ def render(args: argparse.Namespace, outcome: dict[str, Any]) -> tuple[str, bool
         f"load drill: {args.people} people, {args.rate:g} new tasks/s for {args.seconds:g} s, "
         f"{args.workers} workers, {args.web} web process(es)",
         *traffic(args, clients),
+        *timeline(clients),
     ]
     kinds = _merge(clients, "error_kinds")
     for what, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:
