@@ -52,14 +52,24 @@ def _version(note: TaskNote, paused: bool, now: datetime) -> str:
     return version
 
 
-def _row_unchanged(memory: Memory, user_id: int, w: Watched, now: datetime, age: float) -> bool:
+def _row_unchanged(
+    memory: Memory,
+    members: dict[int, access.Member | None],
+    user_id: int,
+    w: Watched,
+    now: datetime,
+    age: float,
+) -> bool:
     note = memory.row(w.id)
     if note is None or age >= polling.STOP_AFTER:
         return False
-    role = memory.role(user_id, note.team_id)
-    if role is None or not access.can_see_task(
-        access.Member(user_id, note.team_id, role), note.kind, note.owner_id
-    ):
+    member = members.get(note.team_id, MISSING)
+    if member is MISSING:  # once per team and tick, not once per row
+        role = memory.role(user_id, note.team_id)
+        member = members[note.team_id] = (
+            None if role is None else access.Member(user_id, note.team_id, role)
+        )
+    if member is None or not access.can_see_task(member, note.kind, note.owner_id):  # type: ignore[arg-type]
         return False
     paused = False
     if note.status == "WAITING":
@@ -101,9 +111,10 @@ def vouch(
     user_id = memo.user_id
     stamp = now.timestamp()
     rows = {}
+    members: dict[int, access.Member | None] = {}
     for w in watched:
         age = stamp - min(w.since, stamp)
-        if _row_unchanged(memory, user_id, w, now, age):
+        if _row_unchanged(memory, members, user_id, w, now, age):
             rows[w.id] = age
     same_bell = bell is None or memory.unread_of(user_id) == bell
     quiet = list_kind is MISSING
