@@ -241,6 +241,7 @@ _FINISH = (
         "CAST(%(cancel_says)s AS jsonb)",
     )
     + ", progress_current = coalesce(%(cur)s, progress_current), "
+    " progress_total = coalesce(CAST(%(tot)s AS bigint), progress_total), "
     " progress_message = coalesce(%(msg)s, progress_message), "
     " stats = coalesce(CAST(%(stats)s AS jsonb), stats), "
     " finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s "
@@ -267,6 +268,7 @@ def _finish_params(
     current: int | None = None,
     message: str | None = None,
     stats: dict[str, int] | None = None,
+    total: int | None = None,
 ) -> dict[str, Any]:
     return {
         "id": task_id,
@@ -279,6 +281,7 @@ def _finish_params(
         "expires": expires_at,
         "bytes": result_bytes,
         "cur": current,
+        "tot": total,
         "msg": message,
         "stats": json.dumps(stats) if stats is not None else None,
         "cancel_says": CANCEL_SAYS,

@@ -132,7 +132,10 @@ async def _export(ex: Execution) -> tuple[int, int]:
     async with engine.connect() as lead:
         await lead.execute(_REPEATABLE_READ)
         total, ranges = await _plan(ex, lead)
-        await ex.progress(0, total, f"0 / {total:,} rows")
+        if len(ranges) > 1:
+            # One chunk is the whole work in one statement: nothing to tell between its start and
+            # its end, and every page watching the row would render the write once more.
+            await ex.progress(0, total, f"0 / {total:,} rows")
         run = _Run(ex, total, enumerate(ranges), next_report=time.monotonic() + PROGRESS_SECONDS)
         helpers = min(WRITERS, ex.rt.settings.export_build_slots, len(ranges)) - 1
         snapshot = ""
@@ -185,6 +188,7 @@ async def process(ex: Execution) -> None:
             expires_at=now + timedelta(hours=rt.settings.export_retention_hours),
             result_bytes=size,
             current=rows,
+            total=rows,  # a one-chunk export reported no progress before
             message=f"{rows:,} / {rows:,} rows",
         )
         if done is not None and done.status == TaskStatus.COMPLETED:
