@@ -74,18 +74,24 @@ def environment(locale: str) -> Environment:
     return env
 
 
+def _row_macro(locale: str) -> Any:
+    """The `_rows.html` task row macro of this locale."""
+    return _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
+
+
 def _row_html(locale: str, view: Any, tz: ZoneInfo, cancel: bool = True, oob: bool = False) -> Any:
     """A task row (the `_rows.html` macro) through the per-process render cache (ui.rowcache)."""
-    macro = _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
-    return rowcache.row_html(locale, macro, view, tz, cancel, oob)
+    return rowcache.row_html(locale, _row_macro(locale), view, tz, cancel, oob)
 
 
-def rows_html(locale: str, rows: Iterable[tuple[Any, bool, bool]], tz: ZoneInfo) -> Markup:
-    """Task rows `(view, cancel, oob)`, one after another, as a template's loop of `row_html`
-    would write them: joined here, since a template's call of a Python function per row cost
-    the page watcher's answer as much as the rows themselves (the load drill's profile)."""
-    macro = _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
-    return Markup("".join([rowcache.row_html(locale, macro, v, tz, c, o) for v, c, o in rows]))
+def rows_html(
+    locale: str, tz: ZoneInfo, rows: Iterable[tuple[Any, bool]], *, oob: bool = False
+) -> Markup:
+    """Task rows `(view, cancel)`, one after another, as a template's loop of `row_html` would
+    write them: joined here, since a template's call of a Python function per row cost the page
+    watcher's answer as much as the rows themselves (the load drill's profile)."""
+    macro = _row_macro(locale)
+    return Markup("".join([rowcache.row_html(locale, macro, v, tz, c, oob) for v, c in rows]))
 
 
 @cache

@@ -52,6 +52,17 @@ def _version(note: TaskNote, paused: bool, now: datetime) -> str:
     return version
 
 
+def _member(
+    memory: Memory, members: dict[int, access.Member | None], user_id: int, team_id: int
+) -> access.Member | None:
+    """The viewer's membership of `team_id` as the memory knows it, looked up once per team and
+    tick (`members`), not once per watched row."""
+    if team_id not in members:
+        role = memory.role(user_id, team_id)
+        members[team_id] = None if role is None else access.Member(user_id, team_id, role)
+    return members[team_id]
+
+
 def _row_unchanged(
     memory: Memory,
     members: dict[int, access.Member | None],
@@ -63,13 +74,8 @@ def _row_unchanged(
     note = memory.row(w.id)
     if note is None or age >= polling.STOP_AFTER:
         return False
-    member = members.get(note.team_id, MISSING)
-    if member is MISSING:  # once per team and tick, not once per row
-        role = memory.role(user_id, note.team_id)
-        member = members[note.team_id] = (
-            None if role is None else access.Member(user_id, note.team_id, role)
-        )
-    if member is None or not access.can_see_task(member, note.kind, note.owner_id):  # type: ignore[arg-type]
+    member = _member(memory, members, user_id, note.team_id)
+    if member is None or not access.can_see_task(member, note.kind, note.owner_id):
         return False
     paused = False
     if note.status == "WAITING":

@@ -389,11 +389,10 @@ async def answer(
         headers["X-Watch-Mark"] = str(max(horizon, mark))
     if not (changes.rows or changes.gone or changes.html or listing):
         return Response(status_code=204, headers=headers)
-    tz = v.tz
     watch_ctx = ctx | {"gone": changes.gone, "listing": listing, "finished": changes.finished}
-    watch_ctx["rows"] = rows_html(v.locale, [(r, c, True) for r, c in changes.rows], tz)
+    watch_ctx["rows"] = rows_html(v.locale, v.tz, changes.rows, oob=True)
     fresh = listing.fresh if listing is not None and listing.fresh else []
-    watch_ctx["fresh"] = rows_html(v.locale, [(r, True, False) for r in fresh], tz)
+    watch_ctx["fresh"] = rows_html(v.locale, v.tz, [(r, True) for r in fresh])
     body = render_html(v.locale, "watch.html", watch_ctx) + "".join(changes.html)
     headers |= _finished_trigger(changes.finished)
     return Response(body, media_type="text/html; charset=utf-8", headers=headers)

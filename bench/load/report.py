@@ -58,7 +58,7 @@ def traffic(args: argparse.Namespace, clients: list[dict[str, Any]]) -> list[str
         ms = latency.get(key, [])
         by = statuses.get(key, {})
         answers = ", ".join(f"{s}: {n:,}" for s, n in sorted(by.items()))
-        size = sum(c.get("body_bytes", {}).get(key, 0) for c in clients) / max(1, by.get("200", 0))
+        size = sum(c["body_bytes"].get(key, 0) for c in clients) / max(1, by.get("200", 0))
         lines.append(
             f"  {label:32} {len(ms):7,} requests  p50 {percentile(ms, 50):7.1f} ms  "
             f"p99 {percentile(ms, 99):7.1f} ms  errors {errors.get(key, 0)}  ({answers}; "
