@@ -82,7 +82,7 @@ def parse_row(token: str) -> Watched:
         row = Watched(int(parts[0]), float(parts[1]), parts[2], parts[3] == "1")
     except ValueError:
         raise ValidationProblem("r", "each row as id:since:version:cancel") from None
-    if row.id <= 0 or not 0 <= row.since < 1e11 or len(row.version) > 16:
+    if not 0 < row.id <= MAX_ID or not 0 <= row.since < 1e11 or len(row.version) > 16:
         raise ValidationProblem("r", "each row as id:since:version:cancel")
     return row
 

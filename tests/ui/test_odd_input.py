@@ -84,6 +84,20 @@ async def test_odd_query_parameters_and_path_ids_answer_4xx(page_as, world, valu
         _check(await page.get(template.format(_q(value))))
 
 
+@pytest.mark.parametrize("value", [*ODD.values(), "99999999999999999999"], ids=[*ODD, "int8"])
+async def test_odd_parts_of_a_watched_row_answer_4xx(page_as, world, value) -> None:
+    """Each part of the page watcher's `id:since:version:cancel` row token, odd: a 4xx saying
+    how a row is spelled (an id past any task's once reached the database: a 500)."""
+    page = await page_as(world.admin)
+    good = ["1", "1.0", "abc", "1"]
+    for i in range(4):
+        parts = [*good[:i], value, *good[i + 1 :]]
+        response = await page.hx_get(f"/watch?r={_q(':'.join(parts))}&bell=0")
+        _check(response)
+        if i == 0:  # no task has such an id: told how a row is spelled, nothing read
+            assert response.status_code == 422, response.text[:300]
+
+
 @pytest.mark.parametrize("value", list(ODD.values()), ids=list(ODD))
 async def test_odd_form_fields_answer_4xx(page_as, world, value) -> None:
     page = await page_as(world.admin)
