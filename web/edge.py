@@ -10,7 +10,9 @@ For each HTTP request, in this order (lifespan, websockets and other scopes pass
 4. the body cap (web/limits.py), counted while the body is read;
 5. the security headers (web/headers.py) on the answer;
 6. the polled fragments' handlers (ui.polled), called before the router;
-7. its duration metric and its log line, by route template (web/observe.py).
+7. its duration metric and its log line, by route template (web/observe.py); a client that
+   went away before its body was read (a malformed chunk, a dropped connection: the server
+   has answered or cannot) is logged as 499, not as the app's 500 with a traceback.
 
 Those modules keep the rules (the limits, the policies, the refusal's bodies, the id's syntax);
 this one applies them with a single send wrapper instead of one per layer, with what every
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from random import getrandbits
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from desk.core import logs, metrics, tracing
@@ -36,6 +39,7 @@ from web import limits, observe, overload
 
 log = logging.getLogger("taskdesk.http")
 REQUEST_ID = b"x-request-id"
+CLIENT_GONE = 499  # "client closed request", as nginx logs it: the client left before its answer
 # The polled fragments' handlers: (scope, receive) -> the answer (a `Raw` or an ASGI app), or
 # None for a request they do not answer.
 Short = Callable[[Scope, Receive], Awaitable[Any]]
@@ -145,6 +149,8 @@ class Edge:
                 await self._traced(x)
             else:
                 await self._dispatch(x)
+        except ClientDisconnect:
+            x.status = CLIENT_GONE  # nobody to answer: uvicorn already did, or the socket is gone
         finally:
             x.release()
             seconds = self.timer() - began

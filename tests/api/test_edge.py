@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import REGISTRY
+from starlette.requests import Request
 
 from api.app import create_app
 from desk.core.settings import load_settings
@@ -291,3 +292,29 @@ async def test_other_scopes_pass_untouched_and_headers_are_completed_once() -> N
     ]
     assert answer[0]["headers"][-1] == (b"x-request-id", b"abc")
     assert inner.seen == ["lifespan", "websocket", "http"]
+
+
+async def test_a_client_gone_before_its_body_is_logged_499_not_a_500(caplog) -> None:
+    """uvicorn answers a malformed chunk itself (400) and tells the app the client left: the
+    app's read of the body raises ClientDisconnect, which is no error of ours."""
+
+    async def reads_the_body(scope: Any, receive: Any, send: Any) -> None:
+        await Request(scope, receive).body()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    edge = Edge(reads_the_body, settings=load_settings(), prod=True)
+    sent: list[dict[str, Any]] = []
+
+    async def gone() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with caplog.at_level(logging.INFO, logger="taskdesk.http"):
+        await edge(scope("/graphql", method="POST"), gone, send)
+    assert sent == []
+    assert edge.in_flight == 0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("POST /graphql 499 "), lines
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
