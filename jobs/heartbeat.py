@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from importlib import metadata
 
 from desk.console.health import worker_key
@@ -23,7 +24,11 @@ from desk.core.clock import utcnow
 from desk.core.runtime import Runtime
 
 
+@cache
 def _version() -> str:
+    """The version this process runs: read once (it scans the installed packages' metadata, and
+    a beat is written on every dispatcher pass; an upgrade installed meanwhile is not what this
+    process runs)."""
     try:
         return metadata.version("taskdesk")
     except metadata.PackageNotFoundError:
