@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cache, partial
 from pathlib import Path
@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
-from markupsafe import Markup
 
 from ui import i18n, polling, rowcache, texts
 from web import wants
@@ -74,24 +73,14 @@ def environment(locale: str) -> Environment:
     return env
 
 
-def _row_macro(locale: str) -> Any:
+def row_macro(locale: str) -> Any:
     """The `_rows.html` task row macro of this locale."""
     return _template(locale, "_rows.html").module.task_row  # type: ignore[attr-defined]
 
 
 def _row_html(locale: str, view: Any, tz: ZoneInfo, cancel: bool = True, oob: bool = False) -> Any:
     """A task row (the `_rows.html` macro) through the per-process render cache (ui.rowcache)."""
-    return rowcache.row_html(locale, _row_macro(locale), view, tz, cancel, oob)
-
-
-def rows_html(
-    locale: str, tz: ZoneInfo, rows: Iterable[tuple[Any, bool]], *, oob: bool = False
-) -> Markup:
-    """Task rows `(view, cancel)`, one after another, as a template's loop of `row_html` would
-    write them: joined here, since a template's call of a Python function per row cost the page
-    watcher's answer as much as the rows themselves (the load drill's profile)."""
-    macro = _row_macro(locale)
-    return Markup("".join([rowcache.row_html(locale, macro, v, tz, c, oob) for v, c in rows]))
+    return rowcache.row_html(locale, row_macro(locale), view, tz, cancel, oob)
 
 
 @cache

@@ -90,6 +90,13 @@ def row_html(
     oob: bool = False,
 ) -> Markup:
     """`render(view, tz, cancel, oob)` (the macro) for this row, from the cache when it has it."""
+    return with_since(sinceless(locale, render, view, tz, cancel, oob), view)
+
+
+def sinceless(
+    locale: str, render: Callable[..., Any], view: TaskView, tz: ZoneInfo, cancel: bool, oob: bool
+) -> str:
+    """The row as cached: watched since 0 (`with_since` gives it the viewer's own)."""
     key = (locale, *_key(view, tz, cancel, oob))
     html = _cache.get(key)
     if html is None:
@@ -99,8 +106,18 @@ def row_html(
             _cache.popitem(last=False)
     else:
         _cache.move_to_end(key)
-    if view.poll_delay:
-        html = html.replace(SINCE_MARK, f'data-since="{view.since:.3f}"', 1)
+    return html
+
+
+def with_since(html: str, view: TaskView) -> Markup:
+    """A cached row watched since the view's `since` (the one per-viewer value)."""
+    return watched_since(html, view.poll_delay, view.since)
+
+
+def watched_since(html: str, poll_delay: int | None, since: float) -> Markup:
+    """A cached row given its viewer's `since` when it is watched (it polls)."""
+    if poll_delay:
+        html = html.replace(SINCE_MARK, f'data-since="{since:.3f}"', 1)
     return Markup(html)  # rendered by the autoescaping macro
 
 

@@ -125,7 +125,7 @@ ETA_MIN_FRACTION = 0.05
 ETA_MIN_SECONDS = 5.0
 
 
-def _eta(task: Task, now: datetime) -> int | None:
+def eta(task: Task, now: datetime) -> int | None:
     """Seconds left at the rate so far; only while running, ≥ 5 % done and ≥ 5 s in."""
     if task.status != TaskStatus.RUNNING or not task.progress_total or not task.started_at:
         return None
@@ -175,7 +175,7 @@ def build(
         poll_delay=delay,
         stale=active and delay is None,
         progress_pct=pct,
-        eta_seconds=_eta(task, now),
+        eta_seconds=eta(task, now),
         can_download=task_rules.export_downloadable(task, viewer_id, now),
         can_cancel=task_rules.can_cancel(task),
         can_retry=task_rules.can_retry(task),

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request, Response
+from markupsafe import Markup
 
 from desk.console import health
 from desk.core.errors import ValidationProblem
@@ -38,10 +39,10 @@ from desk.reads import tasks as reads
 from desk.reads.lookups import MAX_ID
 from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
-from ui import params, polling, task_lists, unchanged, viewer
+from ui import params, polling, rowpiece, task_lists, unchanged, viewer
 from ui.params import Declined
 from ui.polled_route import WATCH, PolledRoute, answers
-from ui.render import render_html, rows_html
+from ui.render import render_html
 from ui.taskview import TaskView
 from ui.viewer import Viewer
 from web.auth import session_secret
@@ -113,7 +114,7 @@ async def health_now(request: Request, rt: Runtime) -> health.Health:
 
 @dataclass
 class Changes:
-    rows: list[tuple[TaskView, bool]]
+    rows: list[tuple[TaskView, Markup]]  # each changed row's view and markup (ui.rowpiece)
     gone: list[int]
     ages: list[float]
     html: list[str]
@@ -123,9 +124,7 @@ class Changes:
         return [r for r, _ in self.rows if not r.active]
 
 
-async def _rows(
-    rt: Runtime, v: Viewer, watched: list[Watched], hits: dict[int, tick.Row]
-) -> Changes:
+def _rows(rt: Runtime, v: Viewer, watched: list[Watched], hits: dict[int, tick.Row]) -> Changes:
     """The rows whose version moved, rendered from the tick's read; the others only say when
     they are due."""
     clock = rt.clock()
@@ -139,8 +138,21 @@ async def _rows(
         elif row_version(hit, clock) == w.version and age < polling.STOP_AFTER:  # still due
             out.ages.append(age)
         else:
-            view = await task_lists.row(rt, v.user_id, w.id, w.since, found=hit.hit())
-            out.rows.append((view, w.cancel))
+            found = hit.hit()
+            assert found.task is not None  # a tick's row is one the viewer may see
+            view, html = rowpiece.piece(
+                v.locale,
+                v.tz,
+                found.task,
+                viewer_id=v.user_id,
+                now=clock,
+                since=w.since,
+                title=found.ticket_title,
+                paused_lanes=found.paused_lanes,
+                cancel=w.cancel,
+                oob=True,
+            )
+            out.rows.append((view, html))
             if view.poll_delay is not None:
                 out.ages.append(age)
     return out
@@ -161,12 +173,12 @@ class Listing:
     name: str
     limit: int
     whole: task_lists.TaskListView | None = None
-    fresh: list[TaskView] | None = None
+    fresh: Markup | None = None  # the newer rows, joined
     newest: int = 0
 
 
 async def _listing(
-    rt: Runtime, user_id: int, name: str, newest: int, limit: int, page: TaskPage | None
+    rt: Runtime, v: Viewer, name: str, newest: int, limit: int, page: TaskPage | None
 ) -> Listing | None:
     """None when no task newer than the page's newest row is visible, or when the viewer is no
     longer a member of the team the page shows (the page says so on reload). `page`: the
@@ -176,13 +188,19 @@ async def _listing(
     if newest == 0:  # the page says "No tasks yet": it gets the list itself (the same rows)
         kind = LISTS[name]
         whole = await task_lists.list_view(
-            rt, user_id, page, limit, kind=kind, watch_url=f"/{name}"
+            rt, v.user_id, page, limit, kind=kind, watch_url=f"/{name}"
         )
         return Listing(name, limit, whole=whole)
-    fresh = await task_lists.views(
-        rt, user_id, page.items, titles=page.titles, paused=page.paused_lanes
+    fresh = rowpiece.listed(
+        v.locale,
+        v.tz,
+        page.items,
+        viewer_id=v.user_id,
+        now=rt.clock(),
+        titles=page.titles,
+        paused_lanes=page.paused_lanes,
     )
-    return Listing(name, limit, fresh=fresh, newest=max(r.id for r in fresh))
+    return Listing(name, limit, fresh=fresh, newest=max(t.id for t in page.items))
 
 
 async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[str]:
@@ -372,7 +390,7 @@ async def answer(
     asked = [w for w in watched if w.id not in known]
     quiet = vouched is not None and vouched.list_quiet and list_name is not None
     v, found = await _read(request, rt, secret, asked, None if quiet else list_name, newest, limit)
-    changes = await _rows(rt, v, asked, found.rows)
+    changes = _rows(rt, v, asked, found.rows)
     changes.ages += known.values()
     ctx: dict[str, Any] = {"v": v, "request": request, "oob": True}
     if bell is not None:
@@ -381,7 +399,7 @@ async def answer(
         changes.html += await _health(request, rt, v, health_v, ctx)
     listing = None
     if list_name is not None and not quiet and v.team_id is not None:
-        listing = await _listing(rt, v.user_id, list_name, newest, limit, found.listing)
+        listing = await _listing(rt, v, list_name, newest, limit, found.listing)
     headers = _headers(changes.ages)
     if quiet and vouched is not None:
         headers["X-Watch-Mark"] = str(max(vouched.mark, mark))
@@ -390,9 +408,8 @@ async def answer(
     if not (changes.rows or changes.gone or changes.html or listing):
         return Response(status_code=204, headers=headers)
     watch_ctx = ctx | {"gone": changes.gone, "listing": listing, "finished": changes.finished}
-    watch_ctx["rows"] = rows_html(v.locale, v.tz, changes.rows, oob=True)
-    fresh = listing.fresh if listing is not None and listing.fresh else []
-    watch_ctx["fresh"] = rows_html(v.locale, v.tz, [(r, True) for r in fresh])
+    watch_ctx["rows"] = Markup("".join([html for _, html in changes.rows]))
+    watch_ctx["fresh"] = listing.fresh if listing is not None and listing.fresh else Markup()
     body = render_html(v.locale, "watch.html", watch_ctx) + "".join(changes.html)
     headers |= _finished_trigger(changes.finished)
     return Response(body, media_type="text/html; charset=utf-8", headers=headers)

@@ -174,9 +174,16 @@ def http_request(method: str, route: str, status: int, seconds: float) -> None:
     HTTP_DURATION.labels(method, route, str(status)).observe(seconds)
 
 
+_OVERLOADED_BY_FACE: dict[str, Any] = {}
+
+
 def overloaded(face: str) -> None:
-    """A request refused by web/overload.py; `face` is "graphql" or "page"."""
-    OVERLOADED.labels(face).inc()
+    """A request refused by web/overload.py; `face` is "graphql" or "page". The labelled child
+    is looked up once per face: a flood of refusals made `labels()` ~1 % of a web process."""
+    child = _OVERLOADED_BY_FACE.get(face)
+    if child is None:
+        child = _OVERLOADED_BY_FACE[face] = OVERLOADED.labels(face)
+    child.inc()
 
 
 # --- exposure --------------------------------------------------------------------------------

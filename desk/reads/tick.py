@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from datetime import datetime
 from functools import cache
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from psycopg import sql
@@ -88,6 +88,9 @@ class Row:
     paused_lanes: frozenset[str]
     data: tuple[Any, ...]  # a `BRANCH` row without its part
     reader: int
+    # The row remembered whole it was made of (`row_of`): `hit` hands it back instead of
+    # building the same TaskRow again, once per changed row of every tick that shows it.
+    task: TaskRow | None = field(default=None, compare=False)
 
     @property
     def team_id(self) -> int:
@@ -101,10 +104,12 @@ class Row:
     def hit(self) -> TaskHit:
         """The row as `reads.task` gives it."""
         # As `reads._hit` builds it; visibility was its rule already (`_row`).
-        return TaskHit(TaskRow(*self.data[:_N]), self.data[_TITLE], self.paused_lanes)
+        task = self.task if self.task is not None else TaskRow(*self.data[:_N])
+        return TaskHit(task, self.data[_TITLE], self.paused_lanes)
 
 
 _ROLES = {r.value: r for r in Role}  # Role(x) without the enum's call, per row of every tick
+_TASK_VALUES = attrgetter(*TASK_COLUMNS)  # a TaskRow's values in column order, one C call
 
 
 def note_of(row: Row) -> TaskNote:
@@ -134,13 +139,13 @@ def row_of(
     (desk/reads/recall.py): the same `data`, so the caller cannot tell the two apart."""
     waiting = task.status == "WAITING"
     data = (
-        *(getattr(task, c) for c in TASK_COLUMNS),
+        *_TASK_VALUES(task),
         title if task.kind == "REMINDER" else None,
         sorted(paused) if waiting else None,
         role.value,
     )
     state = State(*_STATE(data))
-    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader)
+    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader, task)
 
 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
