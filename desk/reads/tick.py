@@ -87,7 +87,6 @@ class Row:
     updated_at: datetime
     paused_lanes: frozenset[str]
     data: tuple[Any, ...]  # a `BRANCH` row without its part
-    reader: int
     # The row remembered whole it was made of (`row_of`): `hit` hands it back instead of
     # building the same TaskRow again, once per changed row of every tick that shows it.
     task: TaskRow | None = field(default=None, compare=False)
@@ -132,9 +131,7 @@ def note_of(row: Row) -> TaskNote:
     )
 
 
-def row_of(
-    task: TaskRow, title: str | None, paused: frozenset[str], role: Role, reader: int
-) -> Row:
+def row_of(task: TaskRow, title: str | None, paused: frozenset[str], role: Role) -> Row:
     """A watched row as `_row` makes it of a read, made of a row remembered whole
     (desk/reads/recall.py): the same `data`, so the caller cannot tell the two apart."""
     waiting = task.status == "WAITING"
@@ -145,7 +142,7 @@ def row_of(
         role.value,
     )
     state = State(*_STATE(data))
-    return Row(state, task.updated_at, paused if waiting else frozenset(), data, reader, task)
+    return Row(state, task.updated_at, paused if waiting else frozenset(), data, task)
 
 
 def _row(data: Sequence[Any], reader: int) -> Row | None:
@@ -158,7 +155,7 @@ def _row(data: Sequence[Any], reader: int) -> Row | None:
         return None
     state = State(*_STATE(data))
     paused = frozenset(data[_PAUSED] or ())
-    return Row(state, data[_UPDATED], paused, tuple(data), reader)
+    return Row(state, data[_UPDATED], paused, tuple(data))
 
 
 # `reads.task_sql` for each watched id, the session's user as the reader, in `BRANCH`'s order.

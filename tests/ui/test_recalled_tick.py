@@ -124,6 +124,10 @@ async def test_recall_answers_as_the_statement_does(app, world, rt, clock) -> No
         }
         assert again.listing == found.listing
         assert (again.list_team, again.list_role) == (found.list_team, found.list_role)
+        # Made once and shared by the next tick that recalls the same rows for the same role.
+        twice = recall.recall(memory, secret, clock(), ids, team_id=world.team, listing=ask)
+        assert isinstance(twice, tick.Tick)
+        assert all(twice.rows[k] is row for k, row in again.rows.items())
     # What the memory cannot vouch for is not made up: an unknown session, a changed row.
     nobody = recall.recall(memory, "nobody", clock(), ids, team_id=world.team, listing=ask)
     assert nobody == recall.HARD
