@@ -156,15 +156,21 @@ async def request_password_reset(rt: Runtime, email: str, client: str) -> None:
     ttl = timedelta(minutes=rt.settings.password_reset_ttl_minutes)
     async with rt.engine.begin() as conn:
         to = await resets.issue(conn, email=email, client=client, now=now, ttl=ttl)
-        if to is not None:
+        # How long the request takes must not tell whether an account uses the address: for one
+        # that none does, the same e-mail is made and written too, in a savepoint taken back
+        # (without it, the e-mail's rendering and insert made the known address ~60 % slower).
+        sent = to or resets.stand_in(now + ttl)
+        async with conn.begin_nested() as saved:
             await _mail(
                 conn,
-                to=to.email,
+                to=sent.email,
                 template="password_reset",
-                params={"link": to.path, "expires_at": to.expires_at.isoformat()},
-                locale=to.locale,
-                timezone=to.timezone,
+                params={"link": sent.path, "expires_at": sent.expires_at.isoformat()},
+                locale=sent.locale,
+                timezone=sent.timezone,
                 team_id=None,
-                user_id=to.user_id,
+                user_id=to.user_id if to is not None else None,
                 now=now,
             )
+            if to is None:
+                await saved.rollback()

@@ -37,6 +37,9 @@ async def test_same_answer_whether_or_not_the_address_exists(rt, world) -> None:
     assert await onboarding.request_password_reset(rt, "chen@acme.test", "1.2.3.4") is None
     assert await onboarding.request_password_reset(rt, "nobody@acme.test", "1.2.3.4") is None
     assert await _count(rt, "password_reset") == 1  # only the real account got a link
+    async with rt.engine.connect() as conn:  # and an e-mail: the other one's was taken back
+        to = (await conn.execute(sa.text("SELECT filters->>'to' FROM background_task"))).all()
+    assert [r[0] for r in to] == ["chen@acme.test"]
     async with rt.engine.connect() as conn:
         details = [
             r.detail
