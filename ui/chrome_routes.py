@@ -11,6 +11,7 @@ from desk.core import inputs
 from desk.core.errors import ValidationProblem
 from desk.helpdesk import notifications
 from desk.reads import tasks as reads
+from desk.reads.bell import toast_for
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.viewer import BellViewer, FragmentViewer, PageViewer
@@ -23,10 +24,7 @@ router = APIRouter(route_class=UiRoute)
 async def bell(request: Request, rt: RuntimeDep, v: BellViewer, seen: int = -1) -> Response:
     """The unread count; when it grew since the last poll (`seen`), the newest one as a toast."""
     unread = v.unread if v.unread is not None else await reads.unread_count(rt.pg, v.user_id)
-    toast = None
-    if 0 <= seen < unread:
-        page = await notifications.list_notifications(rt, v.user_id, unread_only=True, first=1)
-        toast = page.items[0] if page.items else None
+    toast = await toast_for(rt.pg, v.user_id, seen, unread)
     return render(request, "base.html", {"v": v, "unread": unread, "toast": toast}, block="bell")
 
 

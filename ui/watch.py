@@ -31,11 +31,11 @@ from desk.console import health
 from desk.core.errors import ValidationProblem
 from desk.core.models import TaskKind
 from desk.core.runtime import Runtime
-from desk.helpdesk import notifications
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.reads import recall, tick
 from desk.reads import tasks as reads
+from desk.reads.bell import toast_for
 from desk.reads.lookups import MAX_ID
 from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
@@ -209,10 +209,7 @@ async def _bell(rt: Runtime, v: Viewer, seen: int, ctx: dict[str, Any]) -> list[
     unread = v.unread if v.unread is not None else await reads.unread_count(rt.pg, v.user_id)
     if unread == seen:
         return []
-    toast = None
-    if 0 <= seen < unread:
-        page = await notifications.list_notifications(rt, v.user_id, unread_only=True, first=1)
-        toast = page.items[0] if page.items else None
+    toast = await toast_for(rt.pg, v.user_id, seen, unread)
     bell_ctx = ctx | {"unread": unread, "toast": toast}
     return [render_html(v.locale, "base.html", bell_ctx, "bell")]
 
