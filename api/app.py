@@ -144,6 +144,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="taskdesk",
         lifespan=lifespan,
+        # taskdesk traces its own requests (web/edge.py, desk/core/tracing.py) and exports its
+        # own metrics (/metrics). FastAPI's native telemetry would add a second span per request
+        # wherever a global OpenTelemetry provider is set (`opentelemetry-instrument` sets one),
+        # and otherwise still asks for the three global providers (environment lookups) on every
+        # request: ~1 % of a web process refusing a flood (the load drill's profile).
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         docs_url=None if prod else "/docs",
         redoc_url=None if prod else "/redoc",
         openapi_url=None if prod else "/openapi.json",
