@@ -90,13 +90,15 @@ def row_html(
     oob: bool = False,
 ) -> Markup:
     """`render(view, tz, cancel, oob)` (the macro) for this row, from the cache when it has it."""
-    return with_since(sinceless(locale, render, view, tz, cancel, oob), view)
+    return watched_since(
+        sinceless(locale, render, view, tz, cancel, oob), view.poll_delay, view.since
+    )
 
 
 def sinceless(
     locale: str, render: Callable[..., Any], view: TaskView, tz: ZoneInfo, cancel: bool, oob: bool
 ) -> str:
-    """The row as cached: watched since 0 (`with_since` gives it the viewer's own)."""
+    """The row as cached: watched since 0 (`watched_since` gives it the viewer's own)."""
     key = (locale, *_key(view, tz, cancel, oob))
     html = _cache.get(key)
     if html is None:
@@ -107,11 +109,6 @@ def sinceless(
     else:
         _cache.move_to_end(key)
     return html
-
-
-def with_since(html: str, view: TaskView) -> Markup:
-    """A cached row watched since the view's `since` (the one per-viewer value)."""
-    return watched_since(html, view.poll_delay, view.since)
 
 
 def watched_since(html: str, poll_delay: int | None, since: float) -> Markup:
