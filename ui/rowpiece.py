@@ -27,11 +27,9 @@ from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
-from desk.core.models import ACTIVE_STATUSES, TaskKind, TaskStatus
-from desk.ledger import lanes
-from desk.ledger import rules as task_rules
+from desk.core.models import TaskKind
 from desk.reads.tasks import TaskRow
-from ui import polling, render, rowcache, taskview
+from ui import render, rowcache, taskview
 from ui.taskview import TaskView
 
 MAX_PIECES = 4096
@@ -55,40 +53,20 @@ def piece(
     """The row as `taskview.build(...)` and the `_rows.html` macro would make it, and its view.
     The view is shared by every page that shows the row: its `since` is the first page's; the
     markup carries each viewer's own."""
-    stamp = now.timestamp()
-    watch_from = stamp if since is None else min(since, stamp)
-    delay = polling.next_delay(stamp - watch_from) if task.status in ACTIVE_STATUSES else None
-    paused = task.status == TaskStatus.WAITING and lanes.lane_of(task.kind) in paused_lanes
-    key = (
-        id(task),
-        locale,
-        tz,
-        cancel,
-        oob,
-        task_rules.status_label(task, now),
-        delay,
-        taskview.eta(task, now),
-        task_rules.export_downloadable(task, viewer_id, now),
-        title if task.kind == TaskKind.REMINDER else None,
-        paused,
-    )
+    seen = taskview.look(task, viewer_id=viewer_id, now=now, since=since, paused_lanes=paused_lanes)
+    # Everything of the look but `since`, which the markup gets after the lookup.
+    title_shown = title if task.kind == TaskKind.REMINDER else None
+    key = (id(task), locale, tz, cancel, oob, *seen[1:], title_shown)
     hit = _pieces.get(key)
     if hit is None or hit[0] is not task:
-        view = taskview.build(
-            task,
-            viewer_id=viewer_id,
-            now=now,
-            since=watch_from,
-            ticket_title=title,
-            paused_lanes=paused_lanes,
-        )
+        view = taskview.build_from(task, seen, title)
         macro = render.row_macro(locale)
         hit = (task, view, rowcache.sinceless(locale, macro, view, tz, cancel, oob))
         if len(_pieces) >= MAX_PIECES:
             _pieces.clear()
         _pieces[key] = hit
     _, view, html = hit
-    return view, rowcache.watched_since(html, view.poll_delay, watch_from)
+    return view, rowcache.watched_since(html, view.poll_delay, seen.since)
 
 
 def listed(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from desk.core.errors import ValidationProblem
 from desk.core.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
@@ -138,6 +139,40 @@ def eta(task: Task, now: datetime) -> int | None:
     return max(1, round((task.progress_total - done) * elapsed / done))
 
 
+class Look(NamedTuple):
+    """What time and the viewer add to a task's row; the rest of it is the task's own (ui.rowpiece
+    keys on these)."""
+
+    since: float  # when this viewer began watching it (epoch seconds)
+    label: str
+    poll_delay: int | None
+    eta_seconds: int | None
+    can_download: bool
+    paused: bool
+
+
+def look(
+    task: Task,
+    *,
+    viewer_id: int,
+    now: datetime,
+    since: float | None = None,
+    paused_lanes: frozenset[str] = frozenset(),
+) -> Look:
+    """The row's look for this viewer now, watched since `since` (None: from now on)."""
+    stamp = now.timestamp()
+    watch_from = stamp if since is None else min(since, stamp)
+    active = task.status in ACTIVE_STATUSES
+    return Look(
+        watch_from,
+        task_rules.status_label(task, now),
+        polling.next_delay(stamp - watch_from) if active else None,
+        eta(task, now),
+        task_rules.export_downloadable(task, viewer_id, now),
+        task.status == TaskStatus.WAITING and lanes.lane_of(task.kind) in paused_lanes,
+    )
+
+
 def build(
     task: Task,
     *,
@@ -148,10 +183,13 @@ def build(
     paused_lanes: frozenset[str] = frozenset(),
 ) -> TaskView:
     """A row watched since `since` (None: from now on)."""
-    watch_from = now.timestamp() if since is None else min(since, now.timestamp())
-    label = task_rules.status_label(task, now)
+    seen = look(task, viewer_id=viewer_id, now=now, since=since, paused_lanes=paused_lanes)
+    return build_from(task, seen, ticket_title)
+
+
+def build_from(task: Task, seen: Look, ticket_title: str | None = None) -> TaskView:
+    """The row of `task` with its look worked out already (`look`)."""
     active = task.status in ACTIVE_STATUSES
-    delay = polling.next_delay(now.timestamp() - watch_from) if active else None
     if task.kind == TaskKind.REMINDER:
         covers = f"#{task.ticket_id} {ticket_title or ''}".strip()
         link = f"/tickets/{task.ticket_id}"
@@ -167,21 +205,21 @@ def build(
         pct = round(100 * task.progress)
     return TaskView(
         task=task,
-        label=label,
+        label=seen.label,
         kind=KIND_LABELS.get(TaskKind(task.kind), task.kind.title()),
         covers=covers,
         covers_link=link,
-        since=watch_from,
-        poll_delay=delay,
-        stale=active and delay is None,
+        since=seen.since,
+        poll_delay=seen.poll_delay,
+        stale=active and seen.poll_delay is None,
         progress_pct=pct,
-        eta_seconds=eta(task, now),
-        can_download=task_rules.export_downloadable(task, viewer_id, now),
+        eta_seconds=seen.eta_seconds,
+        can_download=seen.can_download,
         can_cancel=task_rules.can_cancel(task),
         can_retry=task_rules.can_retry(task),
         mode=str(task.filters.get("mode") or "") if task.kind == TaskKind.IMPORT else None,
         counts=counts,
         # desk lets whoever sees an import read its report (`desk.imports.service.open_report`).
         can_report=not active and counts is not None and counts.rejected > 0,
-        paused=task.status == TaskStatus.WAITING and lanes.lane_of(task.kind) in paused_lanes,
+        paused=seen.paused,
     )
