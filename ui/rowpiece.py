@@ -14,27 +14,24 @@ the time zone and the call's `cancel`/`oob`; `build` reads nothing else. A row r
 database is a new object: it misses here and is built as before (ui.rowcache still spares it the
 rendering). The one per-viewer value of the markup, `data-since`, is put in after the lookup.
 
-Bounded per process (MAX_PIECES entries, then cleared: a forgotten piece is made again). An entry
-holds its row object, so an `id` in a key cannot stand for another object while it lives.
+Kept per process in a bounded memo by row object (desk/core/memo.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
+from desk.core.memo import ByObject
 from desk.core.models import TaskKind
 from desk.reads.tasks import TaskRow
 from ui import render, rowcache, taskview
 from ui.taskview import TaskView
 
-MAX_PIECES = 4096
-
-_pieces: dict[tuple[Any, ...], tuple[TaskRow, TaskView, str]] = {}
+_pieces: ByObject[tuple[TaskView, str]] = ByObject(4096)
 
 
 def piece(
@@ -56,17 +53,23 @@ def piece(
     seen = taskview.look(task, viewer_id=viewer_id, now=now, since=since, paused_lanes=paused_lanes)
     # Everything of the look but `since`, which the markup gets after the lookup.
     title_shown = title if task.kind == TaskKind.REMINDER else None
-    key = (id(task), locale, tz, cancel, oob, *seen[1:], title_shown)
-    hit = _pieces.get(key)
-    if hit is None or hit[0] is not task:
-        view = taskview.build_from(task, seen, title)
-        macro = render.row_macro(locale)
-        hit = (task, view, rowcache.sinceless(locale, macro, view, tz, cancel, oob))
-        if len(_pieces) >= MAX_PIECES:
-            _pieces.clear()
-        _pieces[key] = hit
-    _, view, html = hit
+    key = (locale, tz, cancel, oob, *seen[1:], title_shown)
+    view, html = _pieces.get(task, key, lambda: _made(locale, tz, task, seen, title, cancel, oob))
     return view, rowcache.watched_since(html, view.poll_delay, seen.since)
+
+
+def _made(
+    locale: str,
+    tz: ZoneInfo,
+    task: TaskRow,
+    seen: taskview.Look,
+    title: str | None,
+    cancel: bool,
+    oob: bool,
+) -> tuple[TaskView, str]:
+    view = taskview.build_from(task, seen, title)
+    macro = render.row_macro(locale)
+    return view, rowcache.sinceless(locale, macro, view, tz, cancel, oob)
 
 
 def listed(

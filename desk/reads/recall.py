@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from desk.core.memo import ByObject
 from desk.core.models import Role
 from desk.core.rows import TaskRow
 from desk.people import access, sessions
@@ -46,12 +47,9 @@ class Gap:
 
 
 HARD = Gap(None)
-MAX_MADE = 4096
-
 # A remembered row as a watched `tick.Row`, made once per row object, title, lanes' pauses and
-# role, and shared by the ticks of every page that shows it (`row_of` was ~10 µs a row, for each
-# page). Bounded, then cleared; an entry holds its row object, so an `id` stands for it alone.
-_made: dict[tuple[int, str | None, frozenset[str], Role], tick.Row] = {}
+# role, and shared by the ticks of every page that shows it (`row_of` was ~10 µs a row, per page).
+_made: ByObject[tick.Row] = ByObject(4096)
 
 
 async def remembered(
@@ -153,14 +151,8 @@ def _rows(
 
 
 def _row_of(whole: Whole, paused: frozenset[str], role: Role) -> tick.Row:
-    key = (id(whole.task), whole.title, paused, role)
-    row = _made.get(key)
-    if row is None or row.task is not whole.task:
-        row = tick.row_of(whole.task, whole.title, paused, role)
-        if len(_made) >= MAX_MADE:
-            _made.clear()
-        _made[key] = row
-    return row
+    make = lambda: tick.row_of(whole.task, whole.title, paused, role)  # noqa: E731
+    return _made.get(whole.task, (whole.title, paused, role), make)
 
 
 def _page(
