@@ -11,7 +11,11 @@ def test_made_once_per_object_and_key_and_bounded() -> None:
     memo: ByObject[str] = ByObject(size=3)
 
     def get(obj: list[int], key: str) -> str:
-        return memo.get(obj, (key,), lambda: made.append((id(obj), key)) or f"{obj}{key}")
+        def make() -> str:
+            made.append((id(obj), key))
+            return f"{obj}{key}"
+
+        return memo.get(obj, (key,), make)
 
     first, equal = [1], [1]
     assert get(first, "a") == "[1]a" and get(first, "a") == "[1]a"
