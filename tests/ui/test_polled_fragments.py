@@ -116,6 +116,27 @@ async def test_a_finished_row_announces_itself(page_as, world, made) -> None:
     assert _head(r) == [("content-length", str(len(r.content))), *FRAGMENT, ("hx-trigger", trigger)]
 
 
+async def test_many_finished_rows_are_announced_a_few_by_name(page_as, world, rt) -> None:
+    done = []
+    for q in ("a", "b", "c", "d", "e"):
+        task = await tasks.create_export(rt, world.staff, world.team, {"q": q})
+        assert await execute(rt, registry(), task.id, task.run) == "done"
+        done.append(task.id)
+    page = await page_as(world.staff)
+    rows = "&".join(f"r={i}:{STAMP}:old:0" for i in done)
+    r = await page.hx_get(f"/watch?{rows}")
+    assert r.status_code == 200 and r.text.count('data-status="Completed"') == 5
+    named = "; ".join(f"Export #{i}: Completed" for i in done[:3])
+    assert r.text.endswith(
+        '<div id="announcer" class="visually-hidden" aria-live="polite" '
+        f'hx-swap-oob="innerHTML">{named}; and 2 more finished</div>\n'
+    )
+    async with rt.engine.begin() as conn:
+        await conn.execute(sa.text("UPDATE app_user SET locale = 'zh-CN'"))
+    r = await page.hx_get(f"/watch?{rows}")
+    assert r.text.endswith("; 另有 2 个已结束</div>\n")
+
+
 async def test_rows_in_chinese_and_shanghai_time(page_as, world, made, rt) -> None:
     async with rt.engine.begin() as conn:
         await conn.execute(
