@@ -131,6 +131,9 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         await asyncio.to_thread(servers.close)
     text, ok = render(args, outcome)
+    if args.timeline:  # every request, for a closer look than the report's 10 s slots
+        rows = [e for c in outcome["clients"] for e in c.get("timeline", [])]
+        (logs / "timeline.json").write_text(json.dumps(sorted(rows)))
     print(text)
     path = env.ROOT / "bench" / "results" / f"load-{stamp}.json"
     summary = {k: v for k, v in outcome.items() if k != "clients"}
