@@ -404,9 +404,10 @@ async def answer(
         headers["X-Watch-Mark"] = str(max(horizon, mark))
     if not (changes.rows or changes.gone or changes.html or listing):
         return Response(status_code=204, headers=headers)
-    watch_ctx = ctx | {"gone": changes.gone, "listing": listing, "finished": changes.finished}
+    finished = changes.finished  # a pass over the rows: taken once for the announcer and event
+    watch_ctx = ctx | {"gone": changes.gone, "listing": listing, "finished": finished}
     watch_ctx["rows"] = Markup("".join([html for _, html in changes.rows]))
     watch_ctx["fresh"] = listing.fresh if listing is not None and listing.fresh else Markup()
     body = render_html(v.locale, "watch.html", watch_ctx) + "".join(changes.html)
-    headers |= _finished_trigger(changes.finished)
+    headers |= _finished_trigger(finished)
     return Response(body, media_type="text/html; charset=utf-8", headers=headers)
