@@ -9,7 +9,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlmodel import SQLModel
 
-import desk.core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+# Imported for their side effect: they register the tables on SQLModel.metadata.
+import desk.core.models
+import desk.core.thread_models  # noqa: F401
 from desk.core.settings import load_settings
 
 config = context.config

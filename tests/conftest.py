@@ -26,6 +26,8 @@ from desk.core.settings import Settings, load_settings
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer, RedisServer
 from tests.factories import World, make_world
+from tests.helpers import wait_until
+from tests.smtp_server import SmtpServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,6 +227,17 @@ class FakeClock:
     def advance(self, seconds: float) -> datetime:
         self.now += timedelta(seconds=seconds)
         return self.now
+
+
+@pytest.fixture
+def smtp(tmp_path: Path) -> Iterator[SmtpServer]:
+    """A real SMTP server process (tests/smtp_server.py), for the mail and browser tests."""
+    server = SmtpServer(tmp_path / "smtp")
+    try:
+        wait_until(server.ready, 30, "the SMTP server to listen")
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -105,6 +105,14 @@ class TeamNote:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadNote:
+    """A ticket's conversation, history or fields changed (migration 0018): re-read what you
+    show of it. Only subscriptions that name the ticket (`tickets=`) get it."""
+
+    ticket_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class LanesNote:
     """A lane was paused or resumed."""
 
@@ -117,7 +125,7 @@ class Resync:
     reason: str
 
 
-Event = TaskNote | UserNote | TeamNote | LanesNote | Resync
+Event = TaskNote | UserNote | TeamNote | ThreadNote | LanesNote | Resync
 _USER_PARTS: dict[str, UserWhat] = {"n": "notification", "s": "session", "u": "person"}
 
 
@@ -138,6 +146,8 @@ def parse(payload: str) -> list[Event]:
         return [TeamNote(int(i)) for i in items]
     if prefix == "l":
         return [LanesNote()]
+    if prefix == "k":
+        return [ThreadNote(int(i)) for i in items]
     return []
 
 
@@ -161,9 +171,11 @@ class Subscription:
         users: Iterable[int],
         everything: bool,
         size: int,
+        tickets: Iterable[int] = (),
     ) -> None:
         self.feed = feed
         self.tasks = frozenset(tasks)
+        self.tickets = frozenset(tickets)
         self.teams = frozenset(teams)
         self.users = frozenset(users)
         self.everything = everything
@@ -185,6 +197,7 @@ class Subscription:
             [("task", i) for i in self.tasks]
             + [("team", i) for i in self.teams]
             + [("user", i) for i in self.users]
+            + [("ticket", i) for i in self.tickets]
             + ([("all", 0)] if self.everything else [])
         )
 
@@ -232,8 +245,9 @@ class Feed:
         users: Iterable[int] = (),
         everything: bool = False,
         size: int = 256,
+        tickets: Iterable[int] = (),
     ) -> Subscription:
-        return Subscription(self, tasks, teams, users, everything, size)
+        return Subscription(self, tasks, teams, users, everything, size, tickets)
 
     def observe(self, observer: Observer) -> None:
         self.observers.append(observer)
@@ -354,6 +368,8 @@ class Feed:
     def _wanting(self, event: Event) -> set[Subscription]:
         if isinstance(event, Resync | LanesNote):  # rare, and a pause concerns every reader
             return set(self.subscriptions)
+        if isinstance(event, ThreadNote):  # a ticket's readers only: not the console's streams
+            return set(self._by_key.get(("ticket", event.ticket_id), set()))
         keys: list[tuple[str, int]] = [("all", 0)]
         if isinstance(event, TaskNote):
             keys += [("task", event.id), ("team", event.team_id)]

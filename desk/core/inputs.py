@@ -97,3 +97,12 @@ def cursor(field: str, value: object, *, max_len: int = 200) -> str:
     if not value.isascii() or not value.isprintable():
         raise ValidationProblem(field, "not a cursor this list gave out")
     return value
+
+
+def size_text(n: int) -> str:
+    """50 MiB, 64 KiB: a limit as people read it (binary units, as the defaults are set)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"

@@ -139,6 +139,11 @@ class Ticket(SQLModel, table=True):
     assignee_id: int | None = Field(default=None, foreign_key="app_user.id", ondelete="SET NULL")
     reminder_revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     external_id: str | None = Field(default=None, max_length=200)
+    # The conversation's figures (desk/helpdesk/thread.py keeps them with each message): public
+    # messages, the first staff reply, the latest public one.
+    message_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    first_response_at: datetime | None = _tz()
+    last_public_reply_at: datetime | None = _tz()
     created_at: datetime = _now_col()
     updated_at: datetime = _now_col()
 
@@ -509,6 +514,9 @@ class NotificationPreference(SQLModel, table=True):
     user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
     export_ready_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     reminder_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    # Staff: a customer's reply to a ticket of theirs (assigned, or the team's when unassigned).
+    # On unless turned off; customers always get the replies to their tickets.
+    ticket_reply_email: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
     updated_at: datetime = _now_col()
 
 

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     task_retention_days: float = Field(default=30.0, gt=0)
 
     import_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    # A ticket message's files (docs/architecture.md, "Conversation"): each at most
+    # ATTACHMENT_MAX_BYTES, at most MESSAGE_MAX_FILES of them and MESSAGE_MAX_BYTES in all.
+    attachment_max_bytes: int = Field(default=25 * 1024 * 1024, ge=1024, le=1024**3)
+    message_max_files: int = Field(default=10, ge=1, le=100)
+    message_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=4 * 1024**3)
     # Each batch pays a transaction, a stage, a progress write and a commit: at 1,000 rows that
     # was about a fifth of a 100k import (docs/architecture.md, "Import batches").
     import_batch_rows: int = Field(default=10_000, ge=1, le=100_000)

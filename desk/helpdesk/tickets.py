@@ -16,13 +16,15 @@ from desk.core.db import retry_transient
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.models import Priority, Role, Ticket, TicketStatus
 from desk.core.runtime import Runtime
+from desk.helpdesk import thread
 from desk.helpdesk.filters import TicketFilter, filter_sql, to_pyformat
 from desk.people import access
 
 MAX_PAGE = 200
 TICKET_COLUMNS = (
     "t.id, t.team_id, t.title, t.body, t.status, t.priority, t.creator_id, t.assignee_id, "
-    "t.reminder_revision, t.external_id, t.created_at, t.updated_at"
+    "t.reminder_revision, t.external_id, t.message_count, t.first_response_at, "
+    "t.last_public_reply_at, t.created_at, t.updated_at"
 )
 
 
@@ -62,9 +64,10 @@ def _ticket(row: Any) -> Ticket:
     return Ticket(**row._mapping)
 
 
-async def _visible_ticket(
+async def visible_ticket(
     conn: AsyncConnection, user_id: int, ticket_id: int, *, lock: bool = False
 ) -> tuple[Ticket, access.Member]:
+    """The ticket and the reader's membership; NotFound when missing or not theirs to see."""
     row = (
         await conn.execute(
             sa.text(
@@ -85,7 +88,7 @@ async def _visible_ticket(
 
 async def get_ticket(rt: Runtime, user_id: int, ticket_id: int) -> Ticket:
     async with rt.engine.connect() as conn:
-        ticket, _ = await _visible_ticket(conn, user_id, ticket_id)
+        ticket, _ = await visible_ticket(conn, user_id, ticket_id)
         return ticket
 
 
@@ -101,7 +104,7 @@ def list_sql(
     """(capped count, page, params) of a ticket list, psycopg placeholders; the page is keyset
     (created_at, id) after `after`, `first + 1` rows to tell whether there is a next page."""
     where, params = filter_sql(
-        f, team_id=team_id, me=user_id, creator_id=None if staff else user_id
+        f, team_id=team_id, me=user_id, creator_id=None if staff else user_id, staff=staff
     )
     where = to_pyformat(where)
     count = (
@@ -187,33 +190,50 @@ def _enum(field: str, value: str, enum: type[TicketStatus] | type[Priority]) -> 
     return up
 
 
+async def insert_ticket(
+    conn: AsyncConnection,
+    rt: Runtime,
+    user_id: int,
+    team_id: int,
+    title: str,
+    body: str = "",
+    priority: str = "NORMAL",
+) -> tuple[Ticket, access.Member, thread.Message]:
+    """A new ticket and its opening message (the body), in the caller's transaction."""
+    title = _clean_title(title)
+    prio = _enum("priority", priority, Priority)
+    body = inputs.text("body", body or "", max_len=MAX_BODY)
+    member = await access.require_member(conn, user_id, team_id)
+    now = rt.clock()
+    row = (
+        await conn.execute(
+            sa.text(
+                "INSERT INTO ticket (team_id, title, body, priority, creator_id, message_count, "
+                "last_public_reply_at, created_at, updated_at) "
+                "VALUES (:team, :title, :body, :prio, :me, 0, NULL, :now, :now) "
+                f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
+            ),
+            {"team": team_id, "title": title, "body": body, "prio": prio, "me": user_id,
+             "now": now},
+        )
+    ).one()  # fmt: skip
+    ticket = _ticket(row)
+    opening = await thread.insert_message(
+        conn, ticket, author_id=user_id, body=body, internal=False, staff=False, now=now
+    )
+    ticket.message_count, ticket.last_public_reply_at = 1, now
+    return ticket, member, opening
+
+
 @retry_transient
 async def create_ticket(
     rt: Runtime, user_id: int, team_id: int, title: str, body: str = "", priority: str = "NORMAL"
 ) -> Ticket:
-    title = _clean_title(title)
-    prio = _enum("priority", priority, Priority)
-    body = inputs.text("body", body or "", max_len=MAX_BODY)
     async with rt.engine.begin() as conn:
-        await access.require_member(conn, user_id, team_id)
-        row = (
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO ticket (team_id, title, body, priority, creator_id, created_at, updated_at) "
-                    "VALUES (:team, :title, :body, :prio, :me, :now, :now) "
-                    f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
-                ),
-                {
-                    "team": team_id,
-                    "title": title,
-                    "body": body,
-                    "prio": prio,
-                    "me": user_id,
-                    "now": rt.clock(),
-                },
-            )
-        ).one()
-    return _ticket(row)
+        ticket, _member, _opening = await insert_ticket(
+            conn, rt, user_id, team_id, title, body, priority
+        )
+    return ticket
 
 
 _UNSET: Any = object()
@@ -230,7 +250,24 @@ async def update_ticket(
     assignee_id: int | None = _UNSET,
     title: str | None = None,
 ) -> Ticket:
-    """Staff and admins only. Resolving or closing makes a pending reminder skip when it fires."""
+    """Staff and admins only. Resolving or closing makes a pending reminder skip when it fires.
+    Each changed field is recorded in the ticket's history, in the same transaction."""
+    changes = clean_changes(status=status, priority=priority, title=title)
+    async with rt.engine.begin() as conn:
+        ticket, member = await visible_ticket(conn, user_id, ticket_id, lock=True)
+        access.require_staff(member)
+        if assignee_id is not _UNSET:
+            await _check_assignee(conn, ticket, assignee_id)
+            changes["assignee_id"] = assignee_id
+        ticket, _history = await apply_changes(
+            conn, ticket, changes, actor_id=user_id, now=rt.clock()
+        )
+        return ticket
+
+
+def clean_changes(
+    *, status: str | None = None, priority: str | None = None, title: str | None = None
+) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if status is not None:
         changes["status"] = _enum("status", status, TicketStatus)
@@ -238,30 +275,41 @@ async def update_ticket(
         changes["priority"] = _enum("priority", priority, Priority)
     if title is not None:
         changes["title"] = _clean_title(title)
-    async with rt.engine.begin() as conn:
-        ticket, member = await _visible_ticket(conn, user_id, ticket_id, lock=True)
-        access.require_staff(member)
-        if assignee_id is not _UNSET:
-            if assignee_id is not None:
-                assignee = await access.membership(conn, assignee_id, ticket.team_id)
-                if assignee is None or assignee.role is Role.CUSTOMER:
-                    raise ValidationProblem(
-                        "assignee", "must be a staff member or admin of this team"
-                    )
-            changes["assignee_id"] = assignee_id
-        if not changes:
-            return ticket
-        sets = ", ".join(f"{k} = :{k}" for k in changes)
-        row = (
-            await conn.execute(
-                sa.text(
-                    f"UPDATE ticket SET {sets}, updated_at = :now WHERE id = :id "
-                    f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
-                ),
-                changes | {"id": ticket_id, "now": rt.clock()},
-            )
-        ).one()
-    return _ticket(row)
+    return changes
+
+
+async def _check_assignee(conn: AsyncConnection, ticket: Ticket, assignee_id: int | None) -> None:
+    if assignee_id is None:
+        return
+    assignee = await access.membership(conn, assignee_id, ticket.team_id)
+    if assignee is None or assignee.role is Role.CUSTOMER:
+        raise ValidationProblem("assignee", "must be a staff member or admin of this team")
+
+
+async def apply_changes(
+    conn: AsyncConnection,
+    ticket: Ticket,
+    changes: dict[str, Any],
+    *,
+    actor_id: int | None,
+    now: datetime,
+) -> tuple[Ticket, list[thread.Change]]:
+    """Write the changes that differ from the ticket (locked by the caller), with their history."""
+    changes = {k: v for k, v in changes.items() if getattr(ticket, k) != v}
+    if not changes:
+        return ticket, []
+    history = await thread.record_changes(conn, ticket, changes, actor_id=actor_id, now=now)
+    sets = ", ".join(f"{k} = :{k}" for k in changes)
+    row = (
+        await conn.execute(
+            sa.text(
+                f"UPDATE ticket SET {sets}, updated_at = :now WHERE id = :id "
+                f"RETURNING {TICKET_COLUMNS.replace('t.', '')}"
+            ),
+            changes | {"id": ticket.id, "now": now},
+        )
+    ).one()
+    return _ticket(row), history
 
 
 async def team_members(rt: Runtime, user_id: int, team_id: int) -> list[tuple[int, str, str, str]]:

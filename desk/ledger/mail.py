@@ -16,9 +16,10 @@ from desk.ledger.accept import as_task
 from desk.ledger.sql import Db, one
 
 ACCEPT_EMAIL = """
-INSERT INTO background_task (kind, team_id, owner_id, scope_key, filters, run_at, max_attempts,
- sends, created_at, updated_at)
-VALUES ('EMAIL', %(team_id)s::int, %(owner_id)s::int, %(scope_key)s::text, %(filters)s::jsonb,
+INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, run_at,
+ max_attempts, sends, created_at, updated_at)
+VALUES ('EMAIL', %(team_id)s::int, %(owner_id)s::int, %(ticket_id)s::int, %(scope_key)s::text,
+ %(filters)s::jsonb,
  %(now)s::timestamptz, %(max_attempts)s::int, 0, %(now)s::timestamptz, %(now)s::timestamptz)
 RETURNING *
 """
@@ -33,12 +34,13 @@ async def accept_email(
     filters: dict[str, Any],
     max_attempts: int,
     now: datetime,
+    ticket_id: int | None = None,
 ) -> BackgroundTask:
     """Insert one WAITING EMAIL task in the caller's transaction."""
     params = {
         "team_id": team_id, "owner_id": owner_id, "scope_key": scope_key,
         "filters": json.dumps(filters, ensure_ascii=False), "max_attempts": max_attempts,
-        "now": now,
+        "now": now, "ticket_id": ticket_id,
     }  # fmt: skip
     row = await one(db, ACCEPT_EMAIL, params)
     assert row is not None, "an INSERT … RETURNING returns its row"

@@ -32,6 +32,8 @@ ACTIONS = (
     "member_remove",
     "password_reset_request",
     "password_reset",
+    # The conversation (desk/work/conversation.py): an admin's redaction of a message.
+    "message_redact",
 )
 
 

@@ -2,7 +2,7 @@
 
 A person reads and sets only their own (there is no user argument: the caller is the user), so
 GraphQL, the page and anything else cannot differ on who may. No row means the defaults (no
-e-mail), so a new account needs no set-up; `desk/work/news.py` reads the row when news is due.
+e-mail but staff's customer replies), so a new account needs no set-up; `desk/work/news.py` reads the row when news is due.
 """
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ from desk.core.runtime import Runtime
 
 _GET = sa.text(
     "SELECT coalesce(p.export_ready_email, false) AS export_ready_email, "
-    " coalesce(p.reminder_email, false) AS reminder_email "
+    " coalesce(p.reminder_email, false) AS reminder_email, "
+    " coalesce(p.ticket_reply_email, true) AS ticket_reply_email "
     "FROM app_user u LEFT JOIN notification_preference p ON p.user_id = u.id WHERE u.id = :u"
 )
 _SET = sa.text(
     "INSERT INTO notification_preference AS p (user_id, export_ready_email, reminder_email, "
-    " updated_at) VALUES (:u, coalesce(:export, false), coalesce(:reminder, false), :now) "
+    " ticket_reply_email, updated_at) VALUES (:u, coalesce(:export, false), "
+    " coalesce(:reminder, false), coalesce(:replies, true), :now) "
     "ON CONFLICT (user_id) DO UPDATE SET "
     " export_ready_email = coalesce(:export, p.export_ready_email), "
-    " reminder_email = coalesce(:reminder, p.reminder_email), updated_at = :now "
-    "RETURNING export_ready_email, reminder_email"
+    " reminder_email = coalesce(:reminder, p.reminder_email), "
+    " ticket_reply_email = coalesce(:replies, p.ticket_reply_email), updated_at = :now "
+    "RETURNING export_ready_email, reminder_email, ticket_reply_email"
 )
 
 
@@ -33,6 +36,8 @@ _SET = sa.text(
 class Preferences:
     export_ready_email: bool = False  # "Export #N is ready" by e-mail too
     reminder_email: bool = False  # reminders by e-mail too
+    # Staff: customers' replies to their tickets (assigned to them, or unassigned) by e-mail.
+    ticket_reply_email: bool = True
 
 
 async def get(rt: Runtime, user_id: int) -> Preferences:
@@ -47,17 +52,20 @@ async def set_mine(
     *,
     export_ready_email: bool | None = None,
     reminder_email: bool | None = None,
+    ticket_reply_email: bool | None = None,
 ) -> Preferences:
     """Change the given choices of `user_id` (the caller); the others stay as they were."""
-    if export_ready_email is None and reminder_email is None:
+    if export_ready_email is None and reminder_email is None and ticket_reply_email is None:
         raise ValidationProblem("preferences", "give at least one choice to change")
     for name, value in (
         ("exportReadyEmail", export_ready_email),
         ("reminderEmail", reminder_email),
+        ("ticketReplyEmail", ticket_reply_email),
     ):
         if value is not None and not isinstance(value, bool):
             raise ValidationProblem(name, "true or false")
-    params = {"u": user_id, "export": export_ready_email, "reminder": reminder_email}
+    params = {"u": user_id, "export": export_ready_email, "reminder": reminder_email,
+              "replies": ticket_reply_email}  # fmt: skip
     async with rt.engine.begin() as conn:
         row = (await conn.execute(_SET, params | {"now": rt.clock()})).one()
     return Preferences(**row._mapping)

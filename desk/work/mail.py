@@ -15,6 +15,7 @@ Links may be given as paths (`/tasks/7`) or absolute URLs; a path is made absolu
 from __future__ import annotations
 
 import email.utils
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,12 +39,27 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     "password_reset": ("link", "expires_at"),
     "export_ready": ("task_id", "team_name", "rows", "link", "expires_at"),
     "reminder": ("ticket_id", "ticket_title", "link"),
+    "ticket_message": (
+        "ticket_id",
+        "ticket_title",
+        "team_name",
+        "author_name",
+        "body",
+        "files",
+        "reply",
+        "link",
+    ),
 }
 LOCALES = ("en", "zh_Hans")
 # Tries per message: 4xx answers and unreachable servers back off between them (the ledger's
 # retry rule), about four minutes in all with the default RETRY_* settings.
 MAX_ATTEMPTS = 8
 MAX_PARAM_CHARS = 2000
+LONG_PARAMS = {"body": 20_000}  # a message's text travels in its e-mail
+# A conversation's threading (docs/architecture.md, "Conversation"): tokens, made into
+# `<taskdesk-TOKEN@host>` ids when the message is built, as the task's own Message-ID is.
+THREAD_KEYS = ("message", "parent", "root")
+_TOKEN = re.compile(r"[a-z0-9-]{1,80}")
 
 
 def absolute(path: str, public_url: str) -> str:
@@ -101,7 +117,8 @@ def _params(template: str, params: dict[str, object]) -> dict[str, Any]:
             if value.tzinfo is None:
                 raise ValidationProblem("params", f"{name} needs a time zone")
             value = value.astimezone(UTC).isoformat()
-        if not isinstance(value, str | int) or len(str(value)) > MAX_PARAM_CHARS:
+        longest = LONG_PARAMS.get(name, MAX_PARAM_CHARS)
+        if not isinstance(value, str | int) or len(str(value)) > longest:
             raise ValidationProblem("params", f"{name}: a short text or a number")
         if name.endswith("_at"):
             _time(str(value))
@@ -130,6 +147,8 @@ async def queue_email(
     team_id: int | None,
     user_id: int | None,
     now: datetime,
+    thread: dict[str, str] | None = None,
+    ticket_id: int | None = None,
 ) -> int:
     """Insert one EMAIL task (WAITING, short lane) in the caller's open transaction and return
     its id; it is sent after the caller commits (the dispatcher's next pass). `template` names
@@ -141,6 +160,8 @@ async def queue_email(
         "locale": locale_of(locale),
         "timezone": _zone(timezone).key,
     }
+    if thread:
+        filters["thread"] = _thread(thread)
     render(filters, public_url="http://check.invalid")  # a template error surfaces here, not later
     task = await ledger_mail.accept_email(
         conn,
@@ -150,8 +171,23 @@ async def queue_email(
         filters=filters,
         max_attempts=MAX_ATTEMPTS,
         now=now,
+        ticket_id=ticket_id,
     )
     return task.id or 0
+
+
+def _thread(thread: dict[str, str]) -> dict[str, str]:
+    if set(thread) - set(THREAD_KEYS) or "message" not in thread:
+        raise ValidationProblem("thread", f"message, and optionally {', '.join(THREAD_KEYS[1:])}")
+    if not all(_TOKEN.fullmatch(v) for v in thread.values()):
+        raise ValidationProblem("thread", "tokens of a-z, 0-9 and -")
+    return dict(thread)
+
+
+def thread_id(token: str, public_url: str) -> str:
+    """A conversation message's Message-ID: the same whichever e-mail of it, and however often."""
+    host = urlsplit(public_url).hostname or "localhost"
+    return f"<taskdesk-{token}@{host}>"
 
 
 # --- rendering -----------------------------------------------------------------------------
@@ -209,7 +245,19 @@ def build_message(
     msg["To"] = filters["to"]
     msg["Subject"] = rendered.subject
     msg["Date"] = email.utils.format_datetime(created_at.astimezone(UTC))
-    msg["Message-ID"] = message_id(task_id, public_url)
+    thread = filters.get("thread")
+    if thread:
+        # One Message-ID per conversation message; each recipient's copy and every resend of it
+        # carries it, and a mail client threads it under the ones before (RFC 5322 3.6.4).
+        msg["Message-ID"] = thread_id(thread["message"], public_url)
+        if "parent" in thread:
+            msg["In-Reply-To"] = thread_id(thread["parent"], public_url)
+            refs = [thread.get("root"), thread["parent"]]
+            msg["References"] = " ".join(
+                thread_id(t, public_url) for t in dict.fromkeys(r for r in refs if r)
+            )
+    else:
+        msg["Message-ID"] = message_id(task_id, public_url)
     msg["Auto-Submitted"] = "auto-generated"
     msg.set_content(rendered.text)
     msg.add_alternative(rendered.html, subtype="html")

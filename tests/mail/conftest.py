@@ -1,26 +1,13 @@
-"""Fixtures of the e-mail tests: a real SMTP server process (tests/smtp_server.py)."""
+"""Fixtures of the e-mail tests: settings and a runtime sending to the real SMTP server process
+of tests/conftest.py's `smtp` fixture (tests/smtp_server.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
-from tests.helpers import wait_until
 from tests.smtp_server import SmtpServer
-
-
-@pytest.fixture
-def smtp(tmp_path: Path) -> Iterator[SmtpServer]:
-    server = SmtpServer(tmp_path / "smtp")
-    try:
-        wait_until(server.ready, 30, "the SMTP server to listen")
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,186 @@
+"""A message's files, kept in PostgreSQL with the conversation (docs/architecture.md,
+"Conversation"): written and read a chunk at a time, so no process holds a whole file; the type
+is sniffed from the bytes, never taken from the sender; the name is cleaned of path parts and of
+characters that could fool a reader. Who may read a file is who may read its message."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.core import inputs
+from desk.core.errors import TooLarge, ValidationProblem
+
+CHUNK = 256 * 1024  # bytes per attachment_chunk row (and per read)
+MAX_NAME = 200
+# Magic numbers of what people attach; anything else is served as bytes.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\x1f\x8b", "application/gzip"),
+)
+IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+class Readable(Protocol):
+    async def read(self, size: int = -1) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    id: int
+    message_id: int | None
+    team_id: int
+    uploader_id: int
+    filename: str
+    content_type: str
+    size: int
+    created_at: datetime
+
+    @property
+    def is_image(self) -> bool:
+        return self.content_type in IMAGES
+
+
+COLUMNS = (
+    "a.id, a.message_id, a.team_id, a.uploader_id, a.filename, a.content_type, a.size, a.created_at"
+)
+
+
+def sniff(head: bytes) -> str:
+    """The content type the first bytes show: a known format, UTF-8 text, or plain bytes."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if b"\x00" not in head:
+        try:
+            head.decode("utf-8")
+            return "text/plain"
+        except UnicodeDecodeError as exc:
+            if exc.start >= len(head) - 3:  # a character cut by the chunk's end
+                return "text/plain"
+    return "application/octet-stream"
+
+
+def clean_name(raw: str) -> str:
+    """A file name safe to show and to offer for download: no folders (`../x`, `C:\\x`), no
+    control or direction-changing characters (`exe.txt` shown for `txt.exe`), at most MAX_NAME."""
+    base = re.split(r"[\\/]", raw or "")[-1]
+    base = _BIDI.sub("", unicodedata.normalize("NFC", base))
+    name = inputs.label(base, max_len=MAX_NAME, default="file").strip(". ")
+    return name or "file"
+
+
+async def store(
+    conn: AsyncConnection,
+    source: Readable,
+    *,
+    filename: str,
+    team_id: int,
+    uploader_id: int,
+    message_id: int | None,
+    max_bytes: int,
+    now: datetime,
+) -> Attachment:
+    """Write one file, a chunk per statement, in the caller's transaction; a file over
+    `max_bytes` raises TooLarge (the caller's rollback leaves nothing)."""
+    name = clean_name(filename)
+    first = await source.read(CHUNK)
+    row = (
+        await conn.execute(
+            sa.text(
+                "INSERT INTO message_attachment (message_id, team_id, uploader_id, filename, "
+                "content_type, size, created_at) VALUES (:m, :t, :u, :n, :ct, 0, :now) "
+                f"RETURNING {COLUMNS.replace('a.', '')}"
+            ),
+            {"m": message_id, "t": team_id, "u": uploader_id, "n": name, "ct": sniff(first),
+             "now": now},
+        )
+    ).one()  # fmt: skip
+    size, seq, data = 0, 0, first
+    while data:
+        size += len(data)
+        if size > max_bytes:
+            raise TooLarge("file", f"{name} is larger than {inputs.size_text(max_bytes)}")
+        await conn.execute(
+            sa.text("INSERT INTO attachment_chunk (attachment_id, seq, data) VALUES (:a, :s, :d)"),
+            {"a": row.id, "s": seq, "d": data},
+        )
+        seq += 1
+        data = await source.read(CHUNK)
+    await conn.execute(
+        sa.text("UPDATE message_attachment SET size = :s WHERE id = :a"), {"s": size, "a": row.id}
+    )
+    return Attachment(**(dict(row._mapping) | {"size": size}))
+
+
+async def bind_staged(
+    conn: AsyncConnection, ids: list[int], *, uploader_id: int, team_id: int, message_id: int
+) -> list[Attachment]:
+    """Attach the uploader's own staged files (`stage`) to their new message; an id that is not
+    one of them is refused as if it did not exist."""
+    if not ids:
+        return []
+    rows = (
+        await conn.execute(
+            sa.text(
+                "UPDATE message_attachment a SET message_id = :m WHERE a.id = ANY(:ids) "
+                "AND a.message_id IS NULL AND a.uploader_id = :u AND a.team_id = :t "
+                f"RETURNING {COLUMNS}"
+            ),
+            {"m": message_id, "ids": ids, "u": uploader_id, "t": team_id},
+        )
+    ).all()
+    if len(rows) != len(set(ids)):
+        raise ValidationProblem("attachment_ids", "not uploads of yours waiting for a message")
+    return [Attachment(**r._mapping) for r in rows]
+
+
+async def of_messages(conn: AsyncConnection, message_ids: list[int]) -> dict[int, list[Attachment]]:
+    """The files of these messages, by message, in upload order (one statement)."""
+    out: dict[int, list[Attachment]] = {m: [] for m in message_ids}
+    if not message_ids:
+        return out
+    rows = await conn.execute(
+        sa.text(f"SELECT {COLUMNS} FROM message_attachment a WHERE a.message_id = ANY(:ids) "
+                "ORDER BY a.message_id, a.id"),
+        {"ids": message_ids},
+    )  # fmt: skip
+    for r in rows:
+        out[r.message_id].append(Attachment(**r._mapping))
+    return out
+
+
+async def chunks(conn: AsyncConnection, attachment_id: int) -> AsyncIterator[bytes]:
+    """The file's bytes, one chunk per statement (a 20 MB file is 80 small reads, not one big)."""
+    seq = 0
+    while True:
+        data = (
+            await conn.execute(
+                sa.text("SELECT data FROM attachment_chunk WHERE attachment_id = :a AND seq = :s"),
+                {"a": attachment_id, "s": seq},
+            )
+        ).scalar()
+        if data is None:
+            return
+        yield bytes(data)
+        seq += 1
+
+
+def as_dict(a: Attachment) -> dict[str, Any]:
+    return {"id": a.id, "filename": a.filename, "content_type": a.content_type, "size": a.size,
+            "created_at": a.created_at}  # fmt: skip
