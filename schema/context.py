@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
@@ -26,8 +26,10 @@ from desk.core.errors import DeskError, Unauthenticated
 from desk.core.models import BackgroundTask, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
+from desk.helpdesk.thread import Change, Page
 from desk.reads import lookups
 from desk.reads import tasks as reads
+from desk.reads import threads as thread_reads
 from desk.work import reminders
 from schema.errors import fail, too_large
 
@@ -62,6 +64,9 @@ class Identify(Protocol):
 
 
 Member = tuple[int, str, str, str]  # user id, display name, email, role (tickets.team_members)
+# A thread page asked of a ticket: ticket id, size, after, before, from the end (`last`).
+ThreadKey = tuple[int, int, int | None, int | None, bool]
+HistoryKey = tuple[int, int, int | None]  # ticket id, first, after
 
 
 @dataclass
@@ -74,6 +79,8 @@ class Loaders:
     teams: DataLoader[int, lookups.TeamView | None]
     reminders: DataLoader[int, BackgroundTask | None]  # a ticket's pending reminder
     members: DataLoader[int, list[Member]]  # a team's members as the caller may see them
+    threads: DataLoader[ThreadKey, thread_reads.Window | None]  # None: not the caller's to see
+    histories: DataLoader[HistoryKey, Page[Change] | None]
 
 
 def _loaders(ctx: Context, user_id: int) -> Loaders:
@@ -109,13 +116,43 @@ def _loaders(ctx: Context, user_id: int) -> Loaders:
                     out.append([])
         return out
 
+    async def threads_(keys: list[ThreadKey]) -> list[thread_reads.Window | None]:
+        found: dict[ThreadKey, thread_reads.Window | None] = {}
+        for (first, after, before, latest), ids in _by_page(keys).items():
+            async with ctx.slot():  # one batch per distinct page asked: almost always one
+                got = await thread_reads.windows(
+                    rt, user_id, ids, first=first, after=after, before=before, latest=latest
+                )
+            found |= {(t, first, after, before, latest): got.get(t) for t in ids}
+        return [found[k] for k in keys]
+
+    async def histories(keys: list[HistoryKey]) -> list[Page[Change] | None]:
+        found: dict[HistoryKey, Page[Change] | None] = {}
+        for (first, after), ids in _by_page(keys).items():
+            async with ctx.slot():
+                got = await thread_reads.histories(rt, user_id, ids, first=first, after=after)
+            found |= {(t, first, after): got.get(t) for t in ids}
+        return [found[k] for k in keys]
+
     return Loaders(
         DataLoader(users),
         DataLoader(tickets_),
         DataLoader(teams),
         DataLoader(reminders_),
         DataLoader(members),
+        DataLoader(threads_),
+        DataLoader(histories),
     )
+
+
+def _by_page(keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], list[int]]:
+    """Loader keys (ticket id, then the page asked) grouped by the page: ticket ids per page."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for ticket_id, *page in keys:
+        ids = out.setdefault(tuple(page), [])
+        if ticket_id not in ids:
+            ids.append(ticket_id)
+    return out
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 Every field costs 1, times the size of each list around it. A field with a `first` argument
 sets the size of the list it returns (a connection's `edges`/`nodes`, or the field itself when
-it is a list); it defaults to the argument's default. Any other list counts as `OTHER_LIST`
-items. So `tickets(first: 200) { nodes { id team { members { role } } } }` costs
-1 + 200 x (1 + 1 + (1 + 20 x (1 + 1))) = 8,601, and 30 aliases of it 30 times that.
+it is a list); it defaults to the argument's default, and a larger `last` counts instead. Any
+other list counts as `OTHER_LIST` items. So `tickets(first: 200) { nodes { id team { members {
+role } } } }` costs 1 + 200 x (1 + 1 + (1 + 20 x (1 + 1))) = 8,601, and 30 aliases of it 30
+times that.
 Introspection (`__schema`, `__type`) is left to the depth limit and production's switch.
 """
 
@@ -50,16 +51,29 @@ class _Estimate:
     def first(self, node: FieldNode, field: GraphQLField) -> int | None:
         if "first" not in field.args:
             return None
+        size = self._given(node, "first", missing=1)
+        if size is None:
+            default = field.args["first"].default_value
+            size = default if isinstance(default, int) else OTHER_LIST
+        if "last" in field.args:  # a page from the end (`Ticket.messages`): as many rows
+            size = max(size, self._given(node, "last", missing=None) or 0)
+        return size
+
+    def _given(self, node: FieldNode, name: str, missing: int | None) -> int | None:
+        """The value of argument `name` as execution will use it; None when it is not given.
+        `missing`: what a variable without a value counts as."""
         for arg in node.arguments or ():
-            if arg.name.value != "first":
+            if arg.name.value != name:
                 continue
             value = arg.value
             if isinstance(value, VariableNode):
                 # Count what execution will use: a variable left out takes its declared default,
                 # and GraphQL's Int accepts an integral float (`200.0` runs as 200).
-                name = value.name.value
+                variable = value.name.value
                 self.by_variable = True
-                given = self.variables.get(name, self.defaults.get(name))
+                given = self.variables.get(variable, self.defaults.get(variable))
+                if given is None:
+                    return missing
                 if isinstance(given, float) and given.is_integer():
                     given = int(given)
                 if isinstance(given, bool) or not isinstance(given, int):
@@ -67,8 +81,7 @@ class _Estimate:
                 return max(1, given)
             if isinstance(value, IntValueNode):
                 return max(1, int(value.value))
-        default = field.args["first"].default_value
-        return default if isinstance(default, int) else OTHER_LIST
+        return None
 
     def fields(
         self, selections: SelectionSetNode, parent: Composite, seen: frozenset[str]

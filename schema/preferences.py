@@ -16,10 +16,18 @@ from schema.problems import attempt
 class NotificationPreferences:
     export_ready_email: bool = strawberry.field(description='"Export #N is ready" by e-mail too.')
     reminder_email: bool = strawberry.field(description="Reminders by e-mail too.")
+    ticket_reply_email: bool = strawberry.field(
+        description="Staff: customers' replies to your tickets (assigned to you, or unassigned) "
+        "by e-mail; on unless turned off. Customers always get the replies to their tickets."
+    )
 
     @classmethod
     def of(cls, p: preferences.Preferences) -> NotificationPreferences:
-        return cls(export_ready_email=p.export_ready_email, reminder_email=p.reminder_email)
+        return cls(
+            export_ready_email=p.export_ready_email,
+            reminder_email=p.reminder_email,
+            ticket_reply_email=p.ticket_reply_email,
+        )
 
 
 SetPreferencesResult = Annotated[
@@ -48,6 +56,7 @@ class PreferencesMutation:
         info: strawberry.Info,
         export_ready_email: bool | None = None,
         reminder_email: bool | None = None,
+        ticket_reply_email: bool | None = None,
     ) -> SetPreferencesResult | None:
         async def run(ctx: Context, user_id: int) -> NotificationPreferences:
             got = await preferences.set_mine(
@@ -55,6 +64,7 @@ class PreferencesMutation:
                 user_id,
                 export_ready_email=export_ready_email,
                 reminder_email=reminder_email,
+                ticket_reply_email=ticket_reply_email,
             )
             return NotificationPreferences.of(got)
 

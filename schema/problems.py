@@ -1,9 +1,9 @@
 """Expected failures as typed results, and the mutation runner that returns them.
 
 A mutation's expected failures are union members (`NotFound`, `NotAllowed`,
-`ValidationProblem`, `TaskConflict`, `QuotaExceeded`), all implementing `Problem`; `attempt`
-runs a mutation and turns a domain failure into the member the mutation declares. Request-level
-failures stay GraphQL errors (`schema.errors`).
+`ValidationProblem`, `TooLarge`, `TaskConflict`, `QuotaExceeded`), all implementing `Problem`;
+`attempt` runs a mutation and turns a domain failure into the member the mutation declares.
+Request-level failures stay GraphQL errors (`schema.errors`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,13 @@ class ValidationProblem(Problem):
     field: str
 
 
+@strawberry.type(
+    description="Over a size cap (a file, a message's files, how many files): `field` names it."
+)
+class TooLarge(Problem):
+    field: str
+
+
 @strawberry.type(description="An identical task is already queued or running: follow that one.")
 class TaskConflict(Problem):
     existing_task: Task
@@ -75,6 +82,8 @@ def problem(exc: DeskError, *, now: datetime, user_id: int) -> Problem:
     """The union member for an expected domain failure."""
     if isinstance(exc, desk_errors.ValidationProblem):
         return ValidationProblem(message=exc.detail, field=camel(exc.field))
+    if isinstance(exc, desk_errors.TooLarge):
+        return TooLarge(message=exc.detail, field=camel(exc.field))
     if isinstance(exc, desk_errors.TaskConflict):
         if exc.existing is None:  # the other task finished in between: nothing to follow
             return ValidationProblem(message="A matching task just finished; try again.", field="")

@@ -15,14 +15,16 @@ from graphql import GraphQLError
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
+from schema.conversation import ConversationMutation
 from schema.errors import log_errors
 from schema.imports import ImportMutation
 from schema.notifications import NotificationMutation, NotificationQuery
 from schema.people import PeopleMutation, PeopleQuery
 from schema.preferences import PreferencesMutation, PreferencesQuery
 from schema.schedules import ScheduleMutation, ScheduleQuery
-from schema.subscriptions import Subscription
+from schema.subscriptions import Subscription as TaskSubscription
 from schema.tasks import TaskMutation, TaskQuery
+from schema.ticket_live import TicketSubscription
 from schema.tickets import TicketMutation, TicketQuery
 from schema.tokens import TokenMutation, TokenQuery
 from schema.viewer import ViewerQuery
@@ -52,7 +54,13 @@ class Mutation(
     ScheduleMutation,
     PreferencesMutation,
     PeopleMutation,
+    ConversationMutation,
 ):
+    pass
+
+
+@strawberry.type
+class Subscription(TaskSubscription, TicketSubscription):
     pass
 
 

@@ -8,7 +8,7 @@ list costs one query per relation, not one per row.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import strawberry
 from strawberry import ID, Private
@@ -21,6 +21,9 @@ from desk.ledger import rules as task_rules
 from desk.reads import lookups
 from desk.reads.tasks import TaskRow
 from schema.context import ctx_of
+
+if TYPE_CHECKING:  # the thread's types build on these: one layer, named lazily (schema.thread)
+    from schema.thread import TicketHistoryConnection, TicketMessageConnection
 
 T = TypeVar("T")
 
@@ -135,6 +138,34 @@ class Ticket:
         ctx = ctx_of(info)
         row = await ctx.loaders.reminders.load(int(self.id))
         return Task.from_model(row, ctx.now(), ctx.user_id) if row else None
+
+    @strawberry.field(
+        description="The conversation in thread order, the opening message first: `first` "
+        "messages after `after`, or — with `last` — the last ones before `before` (a thread "
+        "view opens with `last`). Internal notes only for staff and admins. 1 to 200."
+    )
+    async def messages(
+        self,
+        info: strawberry.Info,
+        first: int = 50,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> Annotated["TicketMessageConnection", strawberry.lazy("schema.thread")]:  # noqa: UP037
+        from schema import thread
+
+        return await thread.messages_of(info, int(self.id), first, after, last, before)
+
+    @strawberry.field(
+        description="Every change of status, priority, assignee and title, oldest first "
+        "(`first` 1 to 200 after `after`)."
+    )
+    async def history(
+        self, info: strawberry.Info, first: int = 50, after: str | None = None
+    ) -> Annotated["TicketHistoryConnection", strawberry.lazy("schema.thread")]:  # noqa: UP037
+        from schema import thread
+
+        return await thread.history_of(info, int(self.id), first, after)
 
 
 @strawberry.type(description="One unit of background work, as recorded in the ledger.")

@@ -49,3 +49,20 @@ async def test_anonymous_is_refused(api) -> None:
     assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     body = await api(SET, {"e": True})
     assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_customer_replies_by_mail_are_on_until_turned_off(api, rt, world) -> None:
+    read = "{ notificationPreferences { ticketReplyEmail } }"
+    body = await api(read, user=world.staff)
+    assert body["data"]["notificationPreferences"] == {"ticketReplyEmail": True}
+    off = (
+        "mutation { setNotificationPreferences(ticketReplyEmail: false) { __typename "
+        "... on NotificationPreferences { ticketReplyEmail exportReadyEmail } } }"
+    )
+    body = await api(off, user=world.staff)
+    assert body["data"]["setNotificationPreferences"] == {
+        "__typename": "NotificationPreferences", "ticketReplyEmail": False,
+        "exportReadyEmail": False,
+    }  # fmt: skip
+    assert (await preferences.get(rt, world.staff)).ticket_reply_email is False
+    assert (await preferences.get(rt, world.admin)).ticket_reply_email is True

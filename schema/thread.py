@@ -1,0 +1,313 @@
+"""A ticket's conversation as GraphQL types (docs/graphql.md, "Conversation"): its messages with
+their files and e-mail deliveries, its history, and the two Relay-style connections that are
+`Ticket.messages` and `Ticket.history`.
+
+These build on `Ticket` and `User`, and `Ticket` on them: the two modules are one layer
+(pyproject.toml), `schema.types` naming these lazily, as Strawberry resolves circular modules.
+A page of tickets reads every ticket's thread in one batch (the request's `threads` and
+`histories` loaders, desk.reads.threads): a fixed number of statements however long the list.
+What a reader may see is the desk's answer: a note, its files and its deliveries are staff's,
+and a customer is never told one exists.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from enum import Enum
+from typing import TypeVar
+
+import strawberry
+from strawberry import ID, Private
+
+from desk.core import inputs
+from desk.core.errors import ValidationProblem
+from desk.helpdesk import thread
+from desk.helpdesk.attachments import Attachment as AttachmentRow
+from desk.reads.conversation import Delivery
+from desk.reads.threads import MessageView
+from schema.context import ctx_of
+from schema.errors import fail
+from schema.types import Edge, Ticket, User
+
+N = TypeVar("N")
+
+
+@strawberry.enum(description="Where one e-mail of a message stands.")
+class DeliveryState(Enum):
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@strawberry.enum(description="Which field of a ticket a history entry changed.")
+class HistoryField(Enum):
+    STATUS = "status"
+    PRIORITY = "priority"
+    ASSIGNEE = "assignee"
+    TITLE = "title"
+
+
+@strawberry.type(description="A file of a message.")
+class Attachment:
+    id: ID
+    filename: str
+    content_type: str = strawberry.field(description="Sniffed from the bytes, never the sender's.")
+    size: int = strawberry.field(description="Bytes.")
+    is_image: bool
+    created_at: datetime
+    download_url: str = strawberry.field(
+        description="For a signed-in page (session cookie); with an API token use "
+        "`/api/v1/attachments/{id}`. Either answers 404 to anyone who may not see the message."
+    )
+
+    @classmethod
+    def from_model(cls, a: AttachmentRow) -> Attachment:
+        return cls(
+            id=ID(str(a.id)),
+            filename=a.filename,
+            content_type=a.content_type,
+            size=a.size,
+            is_image=a.is_image,
+            created_at=a.created_at,
+            download_url=f"/attachments/{a.id}",
+        )
+
+
+@strawberry.type(description="One e-mail a message sent (staff see these; customers never).")
+class MessageDelivery:
+    task_id: ID = strawberry.field(description="The EMAIL task that sends it (`task(id)`).")
+    recipient_name: str
+    state: DeliveryState
+    server_reply: str | None = strawberry.field(
+        description="What the mail server answered, while retrying or once failed."
+    )
+    attempts: int
+    recipient_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, d: Delivery) -> MessageDelivery:
+        return cls(
+            task_id=ID(str(d.task_id)),
+            recipient_name=d.recipient_name,
+            state=DeliveryState(d.state),
+            server_reply=d.reply,
+            attempts=d.attempts,
+            recipient_id=d.recipient_id,
+        )
+
+    @strawberry.field
+    async def recipient(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.recipient_id)
+
+
+@strawberry.type(description="A public reply or (staff only) an internal note. Never edited.")
+class TicketMessage:
+    id: ID
+    internal: bool = strawberry.field(description="An internal note: staff's only.")
+    body: str = strawberry.field(description="Plain text; empty once redacted.")
+    created_at: datetime
+    redacted_at: datetime | None
+    attachments: list[Attachment]
+    deliveries: list[MessageDelivery] = strawberry.field(
+        description="Its e-mails' delivery, for staff; always empty for customers."
+    )
+    ticket_id: Private[int]
+    author_id: Private[int | None]
+    redacted_by_id: Private[int | None]
+
+    @classmethod
+    def from_view(cls, view: MessageView) -> TicketMessage:
+        m = view.message
+        return cls(
+            id=ID(str(m.id)),
+            internal=m.internal,
+            body=m.body,
+            created_at=m.created_at,
+            redacted_at=m.redacted_at,
+            attachments=[Attachment.from_model(a) for a in view.files],
+            deliveries=[MessageDelivery.from_model(d) for d in view.deliveries],
+            ticket_id=m.ticket_id,
+            author_id=m.author_id,
+            redacted_by_id=m.redacted_by,
+        )
+
+    @strawberry.field
+    async def ticket(self, info: strawberry.Info) -> Ticket | None:
+        row = await ctx_of(info).loaders.tickets.load(self.ticket_id)
+        return Ticket.from_model(row) if row else None
+
+    @strawberry.field(description="Null when the account is gone.")
+    async def author(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.author_id)
+
+    @strawberry.field(description="The admin who redacted it.")
+    async def redacted_by(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.redacted_by_id)
+
+
+@strawberry.type(
+    description="One recorded change of a ticket's status, priority, assignee or title."
+)
+class TicketHistoryEntry:
+    id: ID
+    field: HistoryField
+    from_: str | None = strawberry.field(
+        name="from", description="The value before (an assignee: the user's id; null: nobody)."
+    )
+    to: str | None = strawberry.field(description="The value after, as `from`.")
+    at: datetime
+    actor_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, c: thread.Change) -> TicketHistoryEntry:
+        return cls(
+            id=ID(str(c.id)),
+            field=HistoryField(c.field),
+            from_=c.old_value,
+            to=c.new_value,
+            at=c.at,
+            actor_id=c.actor_id,
+        )
+
+    @strawberry.field(description="Who made the change (null: the system, or a gone account).")
+    async def actor(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.actor_id)
+
+    @strawberry.field(description="For an assignee change: the previous assignee.")
+    async def from_user(self, info: strawberry.Info) -> User | None:
+        return await self._person(info, self.from_)
+
+    @strawberry.field(description="For an assignee change: the new assignee.")
+    async def to_user(self, info: strawberry.Info) -> User | None:
+        return await self._person(info, self.to)
+
+    async def _person(self, info: strawberry.Info, value: str | None) -> User | None:
+        if self.field is not HistoryField.ASSIGNEE:
+            return None
+        return await _user(info, inputs.optional_id(value))
+
+
+@strawberry.type(description="Where a page of a thread or history sits in the whole.")
+class ThreadPageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type
+class TicketMessageConnection:
+    edges: list[Edge[TicketMessage]]
+    page_info: ThreadPageInfo
+
+    @strawberry.field
+    def nodes(self) -> list[TicketMessage]:
+        return [e.node for e in self.edges]
+
+
+@strawberry.type
+class TicketHistoryConnection:
+    edges: list[Edge[TicketHistoryEntry]]
+    page_info: ThreadPageInfo
+
+    @strawberry.field
+    def nodes(self) -> list[TicketHistoryEntry]:
+        return [e.node for e in self.edges]
+
+
+def cursor(kind: str, item_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{kind}:{item_id}".encode()).decode()
+
+
+def parse_cursor(kind: str, value: str | None, field: str) -> int | None:
+    """The id a cursor of this list stands for; anything else fails with VALIDATION on
+    `field`, as the ticket list's `after` does."""
+    if value is None:
+        return None
+    raw = inputs.cursor(field, value)
+    try:
+        got_kind, _, item = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        got_kind, item = "", ""
+    found = inputs.optional_id(item) if got_kind == kind else None
+    if found is None:
+        fail(ValidationProblem(field, "not a cursor this list gave out"))
+    return found
+
+
+def _size(name: str, value: int) -> int:
+    if not 1 <= value <= thread.MAX_PAGE:
+        fail(ValidationProblem(name, f"between 1 and {thread.MAX_PAGE}"))
+    return value
+
+
+def _page_info(kind: str, page: thread.Page[N] | None, ids: list[int]) -> ThreadPageInfo:
+    """A desk page's place in the whole (None: an empty list), its ends as cursors of `kind`."""
+    return ThreadPageInfo(
+        has_next_page=page.has_next if page else False,
+        has_previous_page=page.has_previous if page else False,
+        start_cursor=cursor(kind, ids[0]) if ids else None,
+        end_cursor=cursor(kind, ids[-1]) if ids else None,
+    )
+
+
+async def _user(info: strawberry.Info, user_id: int | None) -> User | None:
+    if user_id is None:
+        return None
+    found = await ctx_of(info).loaders.users.load(user_id)
+    return User.from_model(found) if found else None
+
+
+async def messages_of(
+    info: strawberry.Info,
+    ticket_id: int,
+    first: int,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+) -> TicketMessageConnection:
+    """`Ticket.messages`: `first` after `after` in thread order, or with `last` the last ones
+    before `before`; empty for a ticket the reader no longer sees."""
+    ctx = ctx_of(info)
+    size = _size("last", last) if last is not None else _size("first", first)
+    key = (
+        ticket_id,
+        size,
+        parse_cursor("m", after, "after"),
+        parse_cursor("m", before, "before"),
+        last is not None,
+    )
+    window = await ctx.loaders.threads.load(key)
+    if window is None:
+        return TicketMessageConnection(edges=[], page_info=_page_info("m", None, []))
+    views = window.page.items
+    ctx.spend(sum(len(v.message.body) for v in views))
+    ids = [v.message.id for v in views]
+    return TicketMessageConnection(
+        edges=[
+            Edge(cursor=cursor("m", v.message.id), node=TicketMessage.from_view(v)) for v in views
+        ],
+        page_info=_page_info("m", window.page, ids),
+    )
+
+
+async def history_of(
+    info: strawberry.Info, ticket_id: int, first: int, after: str | None
+) -> TicketHistoryConnection:
+    """`Ticket.history`: the first `first` entries after `after`, oldest first."""
+    ctx = ctx_of(info)
+    key = (ticket_id, _size("first", first), parse_cursor("h", after, "after"))
+    page = await ctx.loaders.histories.load(key)
+    if page is None:
+        return TicketHistoryConnection(edges=[], page_info=_page_info("h", None, []))
+    ctx.spend(sum(len(c.old_value or "") + len(c.new_value or "") for c in page.items))
+    return TicketHistoryConnection(
+        edges=[
+            Edge(cursor=cursor("h", c.id), node=TicketHistoryEntry.from_model(c))
+            for c in page.items
+        ],
+        page_info=_page_info("h", page, [c.id for c in page.items]),
+    )
