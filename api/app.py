@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from api import openapi
 from api.short import Short
 from desk.core import logs, tracing
 from desk.core.runtime import Runtime
@@ -38,9 +39,10 @@ def _mount_plain_routes(app: FastAPI, settings: Settings) -> None:
 
 
 def _mount_rest(app: FastAPI, settings: Settings) -> None:
-    from api import rest  # /api/v1: the trigger contract as JSON
+    from api import rest, rest_messages  # /api/v1: the trigger contract, the conversation
 
     app.include_router(rest.router)
+    app.include_router(rest_messages.router)
 
 
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:
@@ -155,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url=None if prod else "/openapi.json",
     )
     app.state.settings = settings
+    openapi.complete(app)  # every operation's error answers in /openapi.json
     errors.install(app)  # domain errors as 4xx, a database outage as 503 (web/errors.py)
     # One layer for what every request gets (web/edge.py): the in-flight bound, request id, log
     # line and metric, body cap, security headers; and the handlers of the polled fragments and

@@ -17,10 +17,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.datastructures import UploadFile as StarletteUploadFile
 
+from api.forms import CSV_FILE, csv_part, only_fields
+from api.openapi import ERRORS, PLAIN_TEXT, multipart
 from desk.core.errors import NotFound, TaskConflict, Unauthenticated, ValidationProblem
 from desk.core.runtime import Runtime
+from desk.helpdesk.filters import MAX_Q
 from desk.imports import service as imports
 from desk.ledger import rules
 from desk.reads import lookups
@@ -38,6 +40,7 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
+        pattern=r"^[A-Za-z0-9_.:-]{8,100}$",
         description="Makes a retry safe: the same key (8 to 100 of A-Z a-z 0-9 _ . : -) within "
         "a few minutes answers with the task it first started, even a finished one.",
     ),
@@ -73,17 +76,42 @@ class Started(BaseModel):
     status: Status
 
 
+StatusName = Literal["OPEN", "PENDING", "RESOLVED", "CLOSED"]
+PriorityName = Literal["LOW", "NORMAL", "HIGH", "URGENT"]
+# The rule between the two assignment fields, in the document too (JSON Schema `if`/`then`), so
+# a generated client knows it: `assignment: "user"` needs `assignee_id`, and `assignee_id` goes
+# only with `assignment: "user"` (or alone, which means the same).
+_ASSIGNEE_RULE: dict[str, Any] = {
+    "allOf": [
+        {
+            "if": {"properties": {"assignment": {"const": "user"}}, "required": ["assignment"]},
+            "then": {"properties": {"assignee_id": {"type": "integer"}},
+                     "required": ["assignee_id"]},
+        },
+        {
+            "if": {"properties": {"assignee_id": {"type": "integer"}},
+                   "required": ["assignee_id"]},
+            "then": {"properties": {"assignment": {"enum": ["user", None]}}},
+        },
+    ]
+}  # fmt: skip
+
+
 class ExportIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ASSIGNEE_RULE)
 
     team_id: Annotated[int, Field(ge=1, le=lookups.MAX_ID)]
-    status: list[str] | str | None = Field(None, description="OPEN, PENDING, RESOLVED, CLOSED")
-    priority: list[str] | str | None = Field(None, description="LOW, NORMAL, HIGH, URGENT")
-    assignment: str | None = Field(None, description="anyone (default), me, unassigned, user")
-    assignee_id: int | None = Field(
-        None, ge=1, le=lookups.MAX_ID, description="with assignment=user"
+    status: list[StatusName] | StatusName | None = None
+    priority: list[PriorityName] | PriorityName | None = None
+    assignment: Literal["anyone", "me", "unassigned", "user"] | None = Field(
+        None, description="anyone (the default), me, unassigned, or user with assignee_id"
     )
-    q: str | None = Field(None, description="title contains")
+    assignee_id: int | None = Field(
+        None, ge=1, le=lookups.MAX_ID, description="with assignment=user (or alone: the same)"
+    )
+    q: str | None = Field(
+        None, max_length=MAX_Q, pattern=PLAIN_TEXT, description="the title or a message contains"
+    )
 
     def filters(self) -> dict[str, Any]:
         """The plain form desk.helpdesk.filters.parse_filter validates (as GraphQL's input)."""
@@ -91,6 +119,8 @@ class ExportIn(BaseModel):
         for many in ("status", "priority"):
             if isinstance(raw.get(many), str):
                 raw[many] = [raw[many]]
+        if self.assignee_id is not None and self.assignment is None:
+            raw["assignment"] = "user"
         return raw
 
 
@@ -114,7 +144,7 @@ def task_json(t: Any, now: datetime, viewer_id: int) -> dict[str, Any]:
     }
 
 
-async def _caller(rt: Runtime, request: Request, *, write: bool) -> Caller:
+async def caller_of(rt: Runtime, request: Request, *, write: bool) -> Caller:
     caller = await identify(rt, request)
     if caller is None:
         raise Unauthenticated()
@@ -152,39 +182,59 @@ async def start_export(
     body: ExportIn, request: Request, rt: RuntimeDep, idempotency_key: IdempotencyKey = None
 ) -> JSONResponse:
     """Export the team's tickets matching the filters to CSV (a customer: only their own)."""
-    caller = await _caller(rt, request, write=True)
+    caller = await caller_of(rt, request, write=True)
     try:
         row = await tasks.create_export(
             rt, caller.user_id, body.team_id, body.filters(), idempotency_key=idempotency_key
         )
     except TaskConflict as exc:
         return _conflict(rt, exc)
+    except ValidationProblem as exc:
+        if exc.field == "assignee_id" and body.assignee_id is not None:
+            # An id naming nobody on the team's staff: as a missing resource, the answer a
+            # schema-valid request referring to something absent gets (not a value's format).
+            raise NotFound(
+                "Member not found: assignee_id names nobody on this team's staff."
+            ) from None
+        raise
     return _started(rt, row)
 
 
-@router.post("/imports", status_code=202, response_model=Started, responses=_STARTED)
+_IMPORT_FORM = {
+    "file": CSV_FILE,
+    "team_id": {"type": "integer", "minimum": 1, "maximum": lookups.MAX_ID},
+    "mode": {"type": "string", "enum": ["create", "upsert"], "default": "create"},
+}
+
+
+@router.post(
+    "/imports",
+    status_code=202,
+    response_model=Started,
+    responses=_STARTED | ERRORS.write_file,
+    openapi_extra=multipart(_IMPORT_FORM, required=["file", "team_id"]),
+)
 async def start_import(
     request: Request, rt: RuntimeDep, idempotency_key: IdempotencyKey = None
 ) -> JSONResponse:
     """Import a CSV of tickets into the team (admins; one import per team at a time).
     Multipart fields: `file` (the CSV), `team_id`, `mode` (create or upsert)."""
-    caller = await _caller(rt, request, write=True)
+    caller = await caller_of(rt, request, write=True)
     limit = rt.settings.import_max_bytes
     form = await request.form(max_files=1, max_fields=8, max_part_size=limit + 1)
+    only_fields(form, _IMPORT_FORM)
     upload, team_id, mode = form.get("file"), form.get("team_id"), form.get("mode") or "create"
-    if not isinstance(upload, StarletteUploadFile):
-        raise ValidationProblem("file", "send the CSV as the multipart field `file`")
     if not isinstance(mode, str):
         raise ValidationProblem("mode", "create or upsert")
     team = lookups.require_id(team_id, "Team")
-    data = await upload.read(limit + 1)
+    data, name = await csv_part(upload, limit)
     if len(data) > limit:
         raise BodyTooLarge(limit, "An import file")
-    name = upload.filename or "upload.csv"
     try:
         row = await imports.submit_import(
-            rt, caller.user_id, team, name, data, mode, idempotency_key=idempotency_key
-        )
+            rt, caller.user_id, team, name, data, mode, idempotency_key=idempotency_key,
+            header=False,
+        )  # fmt: skip
     except TaskConflict as exc:
         return _conflict(rt, exc)
     return _started(rt, row)
@@ -220,7 +270,7 @@ async def list_tasks(
 ) -> JSONResponse:
     """A team's tasks you may see, newest first, a page at a time. 404 for a team you are not
     in, as for a missing one."""
-    caller = await _caller(rt, request, write=False)
+    caller = await caller_of(rt, request, write=False)
     team = lookups.require_id(team_id, "Team")
     page = await reads.list_tasks(rt.pg, caller.user_id, team, kind=kind, first=first, after=after)
     now = rt.clock()

@@ -23,7 +23,9 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from desk.core.errors import DeskError, NotFound, QuotaExceeded, TaskConflict, ValidationProblem
 from web import wants
@@ -176,12 +178,33 @@ async def http_error(request: Request, exc: Exception) -> Response:
         # FastAPI turns whatever fails while it reads a body into a 400 "error parsing the
         # body"; a domain error there (the edge's BodyTooLarge, web/limits.py) keeps its answer.
         return await desk_error(request, exc.__cause__)
+    if exc.status_code == 400 and api_path(request):
+        # A body that could not be parsed (not UTF-8, broken multipart): the API's own answer.
+        return problem_json(request, ValidationProblem("body", UNREADABLE))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
     data = await http_exception_handler(request, exc)
     if exc.status_code < 400:
         return data
+    data.headers.update(headers)
     problem = HttpProblem(HTTP_MESSAGES.get(exc.status_code))
     problem.http_status = exc.status_code
-    return await answer(request, problem, data, headers=exc.headers)
+    return await answer(request, problem, data, headers=headers)
+
+
+UNREADABLE = "could not be read: send UTF-8 JSON, or multipart/form-data as documented"
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path: Starlette's 405 names only the first
+    route's, and a path has one route per method."""
+    found: set[str] = set()
+    for route in iter_route_contexts(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            found |= set(route.methods or ())
+    return ", ".join(sorted(found))
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -191,10 +214,11 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def invalid_request(request: Request, exc: Exception) -> Response:
-    """FastAPI's checks of a request's parameters and body: the REST API's typed 422 (the first
-    problem, as `field: message`); elsewhere FastAPI's own answer."""
+    """FastAPI's checks of a request's parameters and body: the API's typed 422 (the first
+    problem, as `field: message`) for the REST API and every data client (a download's bad
+    id); a browser elsewhere gets FastAPI's own answer."""
     assert isinstance(exc, RequestValidationError)
-    if not api_path(request):
+    if not api_path(request) and wants.html(request.headers):
         return await request_validation_exception_handler(request, exc)
     first = exc.errors()[0] if exc.errors() else {}
     # ("body", "team_id") names the field; ("body",) or ("body", 7) the body as a whole.

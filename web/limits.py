@@ -26,6 +26,11 @@ LOGIN_MAX_BYTES = 16 * 1024  # an e-mail, a password, a token and `next`
 UPLOAD_SLACK = 64 * 1024  # multipart framing and the small fields around the file
 # The page's import form, the uploads of its JavaScript, and the REST API's import.
 UPLOAD_ROUTES = re.compile(r"^/(imports|teams/[^/]+/imports/uploads|api/v1/imports)/?$")
+# Where a message and its files arrive: the new-ticket and reply forms, the REST API's messages
+# and the two-step upload GraphQL's replyToTicket(attachmentIds) uses.
+MESSAGE_ROUTES = re.compile(
+    r"^/(tickets|tickets/\d+/messages|api/v1/tickets/\d+/messages|api/v1/uploads)/?$"
+)
 API_PREFIX = "/api/"
 
 
@@ -59,6 +64,9 @@ def route_limit(settings: Settings, path: str) -> tuple[int, int, str]:
         # The file may be IMPORT_MAX_BYTES; the form around it gets a little room on top.
         limit = settings.import_max_bytes
         return limit + UPLOAD_SLACK, limit, "An import file"
+    if MESSAGE_ROUTES.match(path):
+        limit = settings.message_max_bytes
+        return limit + UPLOAD_SLACK, limit, "A message with its files"
     what = "A request body" if path.startswith(API_PREFIX) else "A form"
     return settings.form_max_bytes, settings.form_max_bytes, what
 

@@ -57,6 +57,18 @@ class ValidationProblem(DeskError):
         self.detail = message
 
 
+class TooLarge(DeskError):
+    """Too large: send a smaller file or fewer of them."""
+
+    code = "TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+        self.detail = message
+
+
 class TaskConflict(DeskError):
     """An identical task is already queued or running; follow that one."""
 
@@ -71,9 +83,12 @@ class TaskConflict(DeskError):
 
 class IdempotencyKeyReused(ValidationProblem):
     """The same idempotency key came with a different request (Stripe's rule: one key, one
-    request). A ValidationProblem of the field, so every face already knows how to show it."""
+    request). A ValidationProblem of the field, so every face already knows how to show it;
+    over HTTP a 409, as the key is in use (a well-formed request conflicting with an earlier
+    one, not a value to fix: generated clients and fuzzers treat 422 as "my request was bad")."""
 
     code = "IDEMPOTENCY_KEY_REUSED"
+    http_status = 409
 
     def __init__(self, field: str = "idempotency_key") -> None:
         super().__init__(

@@ -40,9 +40,10 @@ async def _admin(conn: AsyncConnection, user_id: int, team_id: int) -> access.Me
 
 
 async def _insert_upload(
-    conn: AsyncConnection, rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes
-) -> Upload:
-    sniff(data, rt.settings.import_max_bytes)
+    conn: AsyncConnection, rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes,
+    header: bool = True,
+) -> Upload:  # fmt: skip
+    sniff(data, rt.settings.import_max_bytes, columns=header)
     row = (
         await conn.execute(
             sa.text(
@@ -96,13 +97,13 @@ async def _accept_import(
 
 @retry_transient
 async def store_upload(
-    rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes
+    rt: Runtime, user_id: int, team_id: int, filename: str, data: bytes, *, header: bool = True
 ) -> Upload:
     """Admins only. Checks size and that it looks like a ticket CSV, then keeps it (for clients
     that upload first and start later, like GraphQL's `startImport(uploadId)`)."""
     async with rt.engine.begin() as conn:
         await _admin(conn, user_id, team_id)
-        return await _insert_upload(conn, rt, user_id, team_id, filename, data)
+        return await _insert_upload(conn, rt, user_id, team_id, filename, data, header)
 
 
 @retry_transient
@@ -139,6 +140,7 @@ async def submit_import(
     mode: str,
     *,
     idempotency_key: str | None = None,
+    header: bool = True,
 ) -> BackgroundTask:
     """Store the file and start its import in one transaction: a conflict or a bad file keeps
     nothing (the page and the CLI). A known `idempotency_key` (the same file, mode and team)
@@ -156,7 +158,7 @@ async def submit_import(
         existing = await ledger.active_in_scope(conn, TaskKind.IMPORT, team_id, SCOPE)
         if existing is not None:
             raise TaskConflict(existing)
-        upload = await _insert_upload(conn, rt, user_id, team_id, filename, data)
+        upload = await _insert_upload(conn, rt, user_id, team_id, filename, data, header)
         assert upload.id is not None
         task = await _accept_import(
             rt, conn, user_id, team_id, upload.id, upload.filename, mode,

@@ -14,6 +14,7 @@ import pytest
 from api.app import create_app
 from desk.core.settings import load_settings
 from desk.people import users
+from tests.api.tokens import bearer
 from tests.sessions import signed_in
 
 CHUNK = 64 * 1024
@@ -38,11 +39,11 @@ class Body:
 
 @asynccontextmanager
 async def _served(
-    settings: Any, clock: Any, import_max_bytes: int
+    settings: Any, clock: Any, import_max_bytes: int, **more: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The app with this import limit (the form limit stays 1 MiB), driven over ASGI."""
     app = create_app(
-        load_settings(**(settings.model_dump() | {"import_max_bytes": import_max_bytes}))
+        load_settings(**(settings.model_dump() | {"import_max_bytes": import_max_bytes} | more))
     )
     async with app.router.lifespan_context(app):
         app.state.runtime.clock = clock
@@ -152,18 +153,45 @@ async def test_page_form_field_over_the_form_limit_is_a_form_message(app_client,
     cookie, csrf = signed_in(app_client.rt.settings, world.staff)
     headers = {"Cookie": f"taskdesk_session={cookie}", "HX-Request": "true", "X-CSRF-Token": csrf}
     data = {"title": "big", "body": "x" * (1024 * 1024 + 10)}
-    r = await app_client.post("/tickets", data=data, headers=headers)
+    edit = f"/tickets/{world.tickets['login']}"
+    r = await app_client.post(edit, data=data, headers=headers)
     assert r.status_code == 413
     assert r.headers["content-type"].startswith("text/html")
     assert "A form can be at most 1 MiB." in r.text
     # The same with a declared length: refused before the first byte is read.
     r = await app_client.post(
-        "/tickets",
+        edit,
         content=b"title=x",
         headers={**headers, "Content-Length": str(5 * 1024 * 1024),
                  "Content-Type": "application/x-www-form-urlencoded"},
     )  # fmt: skip
     assert r.status_code == 413 and "at most 1 MiB" in r.text
+
+
+async def test_message_routes_get_the_message_limit_and_name_it(settings, clock, world) -> None:
+    """A new ticket, a reply and the upload API carry files: their cap is MESSAGE_MAX_BYTES
+    (here 2 MiB, above the 1 MiB form limit), and the answer says what was too big."""
+    async with _served(settings, clock, 1024 * 1024, message_max_bytes=2 * 1024 * 1024) as c:
+        cookie, csrf = signed_in(c.rt.settings, world.staff)
+        page = {"Cookie": f"taskdesk_session={cookie}", "HX-Request": "true", "X-CSRF-Token": csrf}
+        ticket = world.tickets["login"]
+        for path in ("/tickets", f"/tickets/{ticket}/messages"):
+            over = await c.post(
+                path,
+                content=b"body=x",
+                headers={**page, "Content-Length": str(3 * 1024 * 1024),
+                         "Content-Type": "application/x-www-form-urlencoded"},
+            )  # fmt: skip
+            assert over.status_code == 413, path
+            assert "A message with its files can be at most 2 MiB." in over.text
+        api = await c.post(
+            "/api/v1/uploads",
+            content=b"x",
+            headers={**await bearer(c, world.staff), "Content-Length": str(3 * 1024 * 1024),
+                     "Content-Type": "multipart/form-data; boundary=b"},
+        )  # fmt: skip
+        assert api.status_code == 413
+        assert "A message with its files" in api.text
 
 
 @pytest.fixture

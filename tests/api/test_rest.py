@@ -170,7 +170,7 @@ async def test_the_same_idempotency_key_answers_with_the_first_task(client, worl
     other = await client.post(
         "/api/v1/exports", headers=me, json={"team_id": world.team, "q": "printer"}
     )
-    assert other.status_code == 422
+    assert other.status_code == 409
     assert other.json()["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
 
 

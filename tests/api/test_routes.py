@@ -77,6 +77,10 @@ async def test_upload_refusals(client, world):
     no_file = await client.post(
         f"/teams/{world.team}/imports/uploads", headers=admin, data={"x": "1"}
     )
+    assert no_file.status_code == 422 and no_file.json()["error"]["field"] == "x"  # not ours
+    no_file = await client.post(
+        f"/teams/{world.team}/imports/uploads", headers=admin, data={"csrf_token": "1"}
+    )
     assert no_file.status_code == 422 and "file" in no_file.json()["error"]["message"]
 
 
@@ -132,3 +136,21 @@ async def test_an_upload_named_with_odd_characters_is_kept_not_a_500(client, wor
         )
         assert r.status_code == 201, r.text
         assert r.json()["filename"] == kept
+
+
+async def test_a_csv_without_ticket_columns_fails_its_import_saying_why(client, world):
+    """The API takes any non-blank text without NUL (what its document can say); the columns
+    are checked when the import runs, and a file without them fails it with the reason."""
+    admin = await bearer(client, world.admin)
+    started = await client.post(
+        "/api/v1/imports",
+        headers=admin,
+        data={"team_id": str(world.team)},
+        files={"file": ("t.csv", b"name,colour\nx,red\n", "text/csv")},
+    )
+    assert started.status_code == 202, started.text
+    task_id = started.json()["task_id"]
+    task = await tasks.get_task(client.rt, world.admin, task_id)
+    await execute(client.rt, registry(), task.id, task.run)
+    done = (await client.get(f"/api/v1/tasks/{task_id}", headers=admin)).json()
+    assert done["status"] == "failed" and "not a ticket CSV" in done["message"], done

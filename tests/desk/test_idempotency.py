@@ -32,7 +32,8 @@ async def test_same_key_with_other_filters_is_a_clear_error(rt, world):
     with pytest.raises(IdempotencyKeyReused) as err:
         await tasks.create_export(rt, world.staff, world.team, {"q": "b"}, idempotency_key=KEY)
     assert err.value.field == "idempotency_key" and "different request" in err.value.message
-    assert err.value.http_status == 422
+    # A reused key is a conflict with an earlier request, not a malformed one (RFC 9110 409).
+    assert err.value.http_status == 409
 
 
 async def test_keys_belong_to_their_owner(rt, world):
