@@ -29,6 +29,8 @@ def mount(app: FastAPI) -> None:
         schedules_routes,
         settings_routes,
         tasks_routes,
+        thread_routes,
+        ticket_live,
         tickets_routes,
         watch,
     )
@@ -38,6 +40,8 @@ def mount(app: FastAPI) -> None:
     for module in (
         auth_routes,
         tickets_routes,
+        thread_routes,
+        ticket_live,
         reminders_box,
         tasks_routes,
         chrome_routes,

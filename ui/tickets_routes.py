@@ -8,16 +8,28 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
 
 from desk.core import inputs
-from desk.core.errors import ValidationProblem
+from desk.core.errors import TooLarge, ValidationProblem
 from desk.core.models import Priority, Role, TicketStatus
 from desk.core.runtime import Runtime
 from desk.helpdesk import filters, tickets
+from desk.work import opening
+from desk.work.conversation import IncomingFile
 from ui import task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
+from ui.thread_view import (
+    WINDOW,
+    chosen_files,
+    fields_context,
+    page_context,
+    read_thread,
+    too_many_files,
+)
 from ui.viewer import PageViewer, Viewer
 from web.auth import RuntimeDep
 
@@ -85,54 +97,76 @@ async def ticket_list(
 
 
 @router.get("/tickets/new")
-async def new_ticket(request: Request, v: PageViewer) -> Response:
+async def new_ticket(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
     v.require_team()
-    return render(request, "ticket_new.html", {"v": v, "values": {}, "priorities": list(Priority)})
+    context = {"v": v, "values": {}, "priorities": list(Priority)}
+    return render(request, "ticket_new.html", context | _limits(rt))
+
+
+def _limits(rt: Runtime) -> dict[str, Any]:
+    return {"max_files": rt.settings.message_max_files}
 
 
 @router.post("/tickets")
 async def create_ticket(request: Request, rt: RuntimeDep, v: PageViewer) -> Response:
+    """A new ticket; its opening message may carry files (a screenshot), all in one step."""
     team_id = v.require_team()
-    form = await request.form()
-    values = {k: str(form.get(k) or "") for k in ("title", "body", "priority")}
     try:
-        ticket = await tickets.create_ticket(
-            rt, v.user_id, team_id, values["title"], values["body"], values["priority"] or "NORMAL"
-        )
-    except ValidationProblem as problem:
-        context = {"v": v, "values": values, "problem": problem, "priorities": list(Priority)}
-        block = "ticket_form" if is_htmx(request) else None
-        return render(request, "ticket_new.html", context, block=block, status=422)
-    return redirect(request, f"/tickets/{ticket.id}")
+        form = await request.form(max_files=rt.settings.message_max_files * 2 + 2, max_fields=50)
+    except HTTPException as exc:
+        # As a reply's (ui/thread_routes.py): past the parser's file cap is the message's 413.
+        if not too_many_files(exc):
+            raise
+        files_cap = rt.settings.message_max_files
+        problem = TooLarge("files", f"at most {files_cap} files per message")
+        return _new_refused(request, rt, v, {}, problem)
+    try:
+        values = {k: _field(form, k) for k in ("title", "body", "priority")}
+        files = [IncomingFile(u.filename or "file", u) for u in chosen_files(form)]
+        try:
+            opened = await opening.open_ticket(
+                rt, v.user_id, team_id, values["title"], values["body"],
+                values["priority"] or "NORMAL", files,
+            )  # fmt: skip
+        except (ValidationProblem, TooLarge) as problem:
+            return _new_refused(request, rt, v, values, problem)
+    finally:
+        await form.close()
+    return redirect(request, f"/tickets/{opened.ticket.id}")
+
+
+def _new_refused(
+    request: Request, rt: Runtime, v: Viewer, values: dict[str, str], problem: Any
+) -> Response:
+    context = {"v": v, "values": values, "problem": problem, "priorities": list(Priority)}
+    context |= _limits(rt)
+    block = "ticket_form" if is_htmx(request) else None
+    status = problem.http_status
+    return render(request, "ticket_new.html", context, block=block, status=status)
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
 
 
 async def _ticket_context(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, Any]:
-    ticket = await tickets.get_ticket(rt, v.user_id, ticket_id)
-    members = await tickets.team_members(rt, v.user_id, ticket.team_id)
-    names = {uid: name for uid, name, _e, _r in members}
-    staff = [(uid, name) for uid, name, _e, role in members if role != Role.CUSTOMER]
-    # The ticket's own team decides the role here, not the team picked in the header.
-    role = next((Role(r) for uid, _n, _e, r in members if uid == v.user_id), None)
-    context: dict[str, Any] = {
-        "v": v,
-        "ticket": ticket,
-        "names": names,
-        "staff": staff,
-        "is_staff": role is not None and role.is_staff,
-        "statuses": list(TicketStatus),
-        "priorities": list(Priority),
-    }
+    """Details and (staff) the reminder box: the blocks the ticket's own forms re-render."""
+    context = await fields_context(rt, v, await tickets.get_ticket(rt, v.user_id, ticket_id))
     if context["is_staff"]:
-        context |= await reminders_context(rt, v, ticket)
+        context |= await reminders_context(rt, v, context["ticket"])
     return context
 
 
 @router.get("/tickets/{ticket_id}")
 async def ticket_page(request: Request, ticket_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
-    context = await _ticket_context(rt, v, ticket_id)
     fragments = {"reminders": "reminders", "ticket-fields": "fields"}
     block = fragments.get(request.headers.get("hx-target", ""), "fields")
-    return fragment_or_page(request, "ticket.html", context, block)
+    if is_htmx(request):
+        return render(request, "ticket.html", await _ticket_context(rt, v, ticket_id), block=block)
+    # The thread opens on its newest messages (docs/architecture.md, "Conversation").
+    view = await read_thread(rt, v.user_id, ticket_id, first=WINDOW)
+    return render(request, "ticket.html", await page_context(rt, v, view))
 
 
 def _assignee(value: str) -> int | None:
