@@ -34,8 +34,24 @@ COLUMNS = (
     "creator_email",
     "created_at",
     "updated_at",
+    "message_count",
+    "first_response_at",
+    "last_public_reply_at",
 )
 HEADER = BOM + (",".join(COLUMNS) + "\n").encode()
+# The conversation's columns are the ticket's own figures (desk/helpdesk/thread.py keeps them
+# with every message, in its transaction), so they cost the export no read of ticket_message.
+# All three count public messages only, for everyone: an internal note changes none of them, so
+# no export (a customer's least) tells anything about notes. `message_count`: the public messages,
+# the opening one included; `first_response_at`: the first public message by staff other than
+# the ticket's creator; `last_public_reply_at`: the latest public message after the opening
+# one, NULL (an empty cell) while there is none. The opening message sets the ticket's
+# `last_public_reply_at` to its `created_at`; a ticket without one (imported, or made before
+# migration 0018) has no count for it, and a first reply sets the time.
+LAST_PUBLIC_REPLY = (
+    "(CASE WHEN t.message_count > 1 OR t.last_public_reply_at <> t.created_at "
+    "THEN t.last_public_reply_at END)"
+)
 
 
 def _safe(expr: str) -> str:
@@ -55,8 +71,13 @@ def _pyformat(sql: str) -> str:
 
 
 def export_where(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
+    """The tickets the task's filters select. A customer's task (`scope_creator_id` set, also
+    for an owner demoted since asking) covers their own tickets, and its `q` reads no note."""
     f = parse_filter(task.filters)
-    return filter_sql(f, team_id=task.team_id, me=task.owner_id, creator_id=task.scope_creator_id)
+    creator = task.scope_creator_id
+    return filter_sql(
+        f, team_id=task.team_id, me=task.owner_id, creator_id=creator, staff=creator is None
+    )
 
 
 def count_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
@@ -70,7 +91,8 @@ def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     select = (
         f"SELECT t.id, {_safe('t.title')}, t.status, t.priority, "
         f"{_safe('coalesce(a.email, %(empty)s)')}, {_safe('c.email')}, "
-        f"{_iso('t.created_at')}, {_iso('t.updated_at')} "
+        f"{_iso('t.created_at')}, {_iso('t.updated_at')}, "
+        f"t.message_count, {_iso('t.first_response_at')}, {_iso(LAST_PUBLIC_REPLY)} "
         "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
         f"WHERE {_pyformat(where)} ORDER BY t.id"
     )
@@ -100,6 +122,9 @@ def _line() -> str:
         # Fixed digits and punctuation: never quoted.
         f"coalesce({_iso('t.created_at')}, '')",
         f"coalesce({_iso('t.updated_at')}, '')",
+        "t.message_count::text",
+        f"coalesce({_iso('t.first_response_at')}, '')",
+        f"coalesce({_iso(LAST_PUBLIC_REPLY)}, '')",
     ]
     return " || ',' || ".join(cells) + " || E'\\n'"
 

@@ -53,6 +53,9 @@ async def test_csv_matches_the_database_rows_for_the_same_filters(rt, world):
         "creator_email",
         "created_at",
         "updated_at",
+        "message_count",
+        "first_response_at",
+        "last_public_reply_at",
     ]
     async with rt.engine.connect() as conn:
         expected = (

@@ -128,8 +128,9 @@ def test_which_words_need_bigrams() -> None:
 
 
 async def test_latin_and_chinese_words_are_searched_through_an_index(rt, world, db_url) -> None:
-    """On a table large enough for the planner to care, neither the count nor the page of a
-    Latin word or of 退款 reads the whole table."""
+    """On tables large enough for the planner to care, neither the count nor the page of a
+    Latin word or of 退款 reads the whole table: the titles and the messages (`q` reads both)
+    are each searched through their index."""
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO ticket (team_id, title, status, priority, creator_id) "
@@ -139,8 +140,17 @@ async def test_latin_and_chinese_words_are_searched_through_an_index(rt, world, 
             " 'OPEN', 'NORMAL', %(c)s FROM generate_series(1, 60000) g",
             {"t": world.team, "c": world.customer},
         )
+        conn.execute(
+            "INSERT INTO ticket_message (ticket_id, team_id, author_id, body, created_at) "
+            "SELECT id, team_id, creator_id, CASE WHEN id % 700 = 0 THEN '退款 and invoice' "
+            " ELSE 'Message about ' || md5(id::text) END, created_at FROM ticket"
+        )
         conn.execute("ANALYZE ticket")
-        for q, index in (("退款", "ticket_title_bigrams"), ("invoice", "ticket_title_trgm")):
+        conn.execute("ANALYZE ticket_message")
+        for q, index, body_index in (
+            ("退款", "ticket_title_bigrams", "ticket_message_body_bigrams"),
+            ("invoice", "ticket_title_trgm", "ticket_message_body_trgm"),
+        ):
             count, page, params = tickets.list_sql(
                 parse_filter({"q": q}),
                 team_id=world.team,
@@ -149,7 +159,8 @@ async def test_latin_and_chinese_words_are_searched_through_an_index(rt, world, 
                 first=50,
             )
             count_plan = _plan(conn, count, params)
-            assert index in count_plan and "Seq Scan" not in count_plan, (q, count_plan)
+            assert index in count_plan and body_index in count_plan, (q, count_plan)
+            assert "Seq Scan" not in count_plan, (q, count_plan)
             page_plan = _plan(conn, page, params)
             assert "Seq Scan" not in page_plan, (q, page_plan)
         # Without the bigram condition, 退款 has no index to use: the plan above is ours.
