@@ -21,6 +21,7 @@ from taskdesk.commands import (
     import_tickets,
     invite,
     lanes,
+    messages,
     migrate,
     operators,
     password,
@@ -35,8 +36,8 @@ from taskdesk.embedded import EmbeddedError
 
 # The subcommands, in the order `taskdesk --help` lists them.
 COMMANDS: list[ModuleType] = [
-    dev, serve, worker, migrate, doctor, seed, tasks, lanes, import_tickets, tokens, password,
-    operators, teams, invite,
+    dev, serve, worker, migrate, doctor, seed, tasks, messages, lanes, import_tickets, tokens,
+    password, operators, teams, invite,
 ]  # fmt: skip
 
 EPILOG = """\
