@@ -10,7 +10,7 @@ from desk.core.runtime import Runtime
 from desk.people import users
 from desk.seed import demo as seed
 
-TABLES = ("team", "app_user", "membership", "ticket")
+TABLES = ("team", "app_user", "membership", "ticket", "ticket_message")
 
 
 def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -21,12 +21,13 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
 
 async def test_demo_seed_twice_changes_nothing(rt: Runtime) -> None:
     first = await seed.seed_demo(rt)
-    assert first == seed.SeedReport(teams=2, users=7, memberships=7, tickets=230)
+    assert (first.teams, first.users, first.memberships, first.tickets) == (2, 7, 7, 230)
+    assert first.messages > 230  # an opening message each, and replies
     before = snapshot(rt.settings.libpq_url)
 
     again = await seed.seed_demo(rt)
 
-    assert again == seed.SeedReport(teams=0, users=0, memberships=0, tickets=0)
+    assert again == seed.SeedReport(teams=0, users=0, memberships=0, tickets=0, messages=0)
     assert snapshot(rt.settings.libpq_url) == before
 
 
@@ -75,6 +76,33 @@ async def test_demo_tickets_look_like_a_real_helpdesk(rt: Runtime) -> None:
     assert any("cannot log in" in t.lower() for t in titles)
     assert any("无法登录" in t for t in titles)
     assert sum(any("\u4e00" <= ch <= "\u9fff" for ch in t) for t in titles) > 30
+
+
+async def test_demo_tickets_have_conversations(rt: Runtime) -> None:
+    """Every demo ticket opens with its body; most answered ones have a staff reply; some have
+    notes; the figures beside the thread match it; and seeding mails nobody."""
+    await seed.seed_demo(rt)
+    with psycopg.connect(rt.settings.libpq_url) as conn:
+        rows = conn.execute(
+            "SELECT t.id, t.body, t.message_count, t.first_response_at, t.last_public_reply_at, "
+            "  (SELECT body FROM ticket_message WHERE ticket_id = t.id ORDER BY id LIMIT 1), "
+            "  (SELECT count(*) FROM ticket_message WHERE ticket_id = t.id AND NOT internal), "
+            "  (SELECT count(*) FROM ticket_message WHERE ticket_id = t.id AND internal), "
+            "  (SELECT max(created_at) FROM ticket_message WHERE ticket_id = t.id AND NOT internal) "
+            "FROM ticket t"
+        ).fetchall()
+        mails = conn.execute("SELECT count(*) FROM background_task WHERE kind = 'EMAIL'").fetchone()
+        misordered = conn.execute(
+            "SELECT count(*) FROM ticket_message m WHERE created_at < (SELECT created_at "
+            "FROM ticket_message p WHERE p.ticket_id = m.ticket_id AND p.id < m.id "
+            "ORDER BY p.id DESC LIMIT 1)"
+        ).fetchone()
+    assert len(rows) == 230
+    assert all(r[5] == r[1] for r in rows), "the first message is the ticket's body"
+    assert all(r[2] == r[6] and r[4] == r[8] for r in rows), "the figures follow the thread"
+    assert sum(r[3] is not None for r in rows) > 100, "most tickets have had an answer"
+    assert sum(r[7] for r in rows) > 20, "some have internal notes"
+    assert mails == (0,) and misordered == (0,)
 
 
 def test_demo_tickets_are_deterministic() -> None:

@@ -1,7 +1,8 @@
 """Demo data (`seed_demo`, idempotent) and large generated data for benchmarks (`seed_bulk`, COPY).
 
 The demo is two teams with known people and passwords: "Acme Support" (admin Zhou, staff Chen,
-customers Lin and Wang, ~200 tickets) and "Globex" (~30 tickets) to prove isolation. Every row
+customers Lin and Wang, ~200 tickets) and "Globex" (~30 tickets) to prove isolation; the tickets
+have conversations (desk/seed/threads.py). Every row
 the demo writes has a natural key (team name, e-mail, membership, ticket `external_id`) and is
 inserted with ON CONFLICT DO NOTHING, so running it again changes nothing.
 """
@@ -24,6 +25,7 @@ from desk.core.errors import NotFound
 from desk.core.models import Priority, Role, TicketStatus
 from desk.core.runtime import Runtime
 from desk.people.passwords import hash_password
+from desk.seed import threads
 from desk.seed.words import make_body, make_title
 
 DEMO_PASSWORD = "taskdesk-demo"
@@ -93,6 +95,7 @@ class SeedReport:
     users: int
     memberships: int
     tickets: int
+    messages: int = 0
 
 
 def _pick(rng: random.Random, weights: dict[Any, int]) -> Any:
@@ -222,7 +225,12 @@ async def seed_demo(rt: Runtime) -> SeedReport:
         users, n_users = await _ensure_users(conn)
         n_members = await _ensure_memberships(conn, teams, users)
         n_tickets = await _ensure_tickets(conn, teams, users, rt.clock())
-    return SeedReport(n_teams, n_users, n_members, n_tickets)
+        staff = {
+            teams[name]: [users[u.key] for u in DEMO_USERS if u.team == name and u.role is not Role.CUSTOMER]
+            for name in DEMO_TEAMS
+        }  # fmt: skip
+        n_messages = await threads.ensure_threads(conn, staff, str(SEED), rt.clock())
+    return SeedReport(n_teams, n_users, n_members, n_tickets, n_messages)
 
 
 # --- Bulk data for benchmarks --------------------------------------------------------------

@@ -66,7 +66,8 @@ async def _seed(rt: Any, args: argparse.Namespace) -> None:
         report = await seed.seed_demo(rt)
         print(
             f"taskdesk: demo data ready (created {report.teams} teams, {report.users} users, "
-            f"{report.memberships} memberships, {report.tickets} tickets)",
+            f"{report.memberships} memberships, {report.tickets} tickets, "
+            f"{report.messages} messages)",
             file=sys.stderr,
         )
     if tickets:

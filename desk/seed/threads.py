@@ -1,0 +1,125 @@
+"""The demo tickets' conversations: each gets its opening message (the ticket's body), and most
+a short thread drawn from a fixed seed — a staff reply, the customer's answer, now and then an
+internal note — with the figures the ticket keeps beside its thread (docs/architecture.md,
+"Conversation"). Written straight into the tables, so seeding sends no e-mail; only demo
+tickets that have no message yet are touched, so running it again changes nothing."""
+
+# ruff: noqa: RUF001 (Chinese text uses full-width punctuation)
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from desk.core.models import TicketStatus
+
+STAFF_REPLIES = (
+    "Thanks for the report. Could you tell us which browser and version you use?",
+    "Sorry about that. We have reproduced it and are working on a fix.",
+    "Could you send a screenshot of the error message? That helps us find the cause.",
+    "This should be fixed now. Please try again and let us know if it still happens.",
+    "We have reset the setting on our side; it may take a few minutes to apply.",
+    "感谢反馈！请问这个问题是从什么时候开始出现的？",
+    "我们已经修复了这个问题，请刷新页面后再试一次。",
+)
+CUSTOMER_REPLIES = (
+    "It happens every morning, in Chrome and in Firefox.",
+    "Thanks, it works again!",
+    "Still the same for me, I am afraid.\n\n> Please try again and let us know if it still happens.",
+    "I attached the details to my first message. Any news?",
+    "谢谢，现在可以正常使用了。",
+)
+NOTES = (
+    "Known issue, see KB-7. Engineering has a fix in review.",
+    "Customer is on the old plan; check billing before promising anything.",
+    "Escalated to second line, waiting for their answer.",
+    "内部备注：和上周的工单是同一个问题。",
+)
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    id: int
+    team_id: int
+    creator_id: int
+    assignee_id: int | None
+    status: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+    external_id: str
+
+
+def _messages(t: _Ticket, staff: list[int], seed: str, now: datetime) -> list[dict[str, Any]]:
+    """The ticket's thread, the same on every run: (author, internal, body, at) rows in order."""
+    rng = random.Random(f"{seed}:{t.external_id}")
+    helpers = [s for s in staff if s != t.creator_id] or staff
+    agent = t.assignee_id if t.assignee_id not in (None, t.creator_id) else rng.choice(helpers)
+    span = max(t.updated_at - t.created_at, timedelta(minutes=30))
+    at = t.created_at
+
+    def row(author: int, body: str, internal: bool = False) -> dict[str, Any]:
+        nonlocal at
+        at = min(at + span * rng.uniform(0.05, 0.3), now)
+        return {"t": t.id, "team": t.team_id, "a": author, "i": internal, "b": body, "at": at}
+
+    out = [{"t": t.id, "team": t.team_id, "a": t.creator_id, "i": False, "b": t.body,
+            "at": t.created_at}]  # fmt: skip
+    answered = t.status != TicketStatus.OPEN.value or rng.random() < 0.3
+    if rng.random() < 0.25:
+        out.append(row(agent, rng.choice(NOTES), internal=True))
+    if answered:
+        out.append(row(agent, rng.choice(STAFF_REPLIES)))
+        if t.status != TicketStatus.PENDING.value and rng.random() < 0.6:
+            out.append(row(t.creator_id, rng.choice(CUSTOMER_REPLIES)))
+    return out
+
+
+async def ensure_threads(
+    conn: AsyncConnection, staff: dict[int, list[int]], seed: str, now: datetime
+) -> int:
+    """Write the threads of the demo tickets that have none; returns the messages written.
+    `staff`: each team's staff and admins, who answer unassigned tickets."""
+    rows = await conn.execute(
+        sa.text(
+            "SELECT id, team_id, creator_id, assignee_id, status, body, created_at, updated_at, "
+            "external_id FROM ticket t WHERE external_id LIKE 'demo-%' "
+            "AND NOT EXISTS (SELECT 1 FROM ticket_message m WHERE m.ticket_id = t.id) ORDER BY id"
+        )
+    )
+    tickets = [_Ticket(*r) for r in rows.all()]
+    messages = [m for t in tickets for m in _messages(t, staff[t.team_id], seed, now)]
+    if not messages:
+        return 0
+    await conn.execute(
+        sa.text(
+            "INSERT INTO ticket_message (ticket_id, team_id, author_id, internal, body, "
+            "created_at) VALUES (:t, :team, :a, :i, :b, :at)"
+        ),
+        messages,
+    )
+    await conn.execute(_FIGURES, {"ids": [t.id for t in tickets]})
+    return len(messages)
+
+
+# What post_message keeps up to date, worked out once from the thread just written.
+_FIGURES = sa.text(
+    """
+UPDATE ticket t SET message_count = f.n, last_public_reply_at = f.last,
+                    first_response_at = f.first_response
+FROM (
+  SELECT m.ticket_id, count(*) FILTER (WHERE NOT m.internal) AS n,
+         max(m.created_at) FILTER (WHERE NOT m.internal) AS last,
+         min(m.created_at) FILTER (WHERE NOT m.internal AND m.author_id <> k.creator_id
+                                   AND r.role IN ('STAFF', 'ADMIN')) AS first_response
+  FROM ticket_message m JOIN ticket k ON k.id = m.ticket_id
+  LEFT JOIN membership r ON r.user_id = m.author_id AND r.team_id = m.team_id
+  WHERE m.ticket_id = ANY(:ids) GROUP BY m.ticket_id
+) f
+WHERE t.id = f.ticket_id
+"""
+)
