@@ -10,7 +10,7 @@ from desk.core.runtime import Runtime
 from desk.people import users
 from desk.seed import demo as seed
 
-TABLES = ("team", "app_user", "membership", "ticket", "ticket_message")
+TABLES = ("team", "app_user", "membership", "ticket", "ticket_message", "message_attachment")
 
 
 def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -103,6 +103,17 @@ async def test_demo_tickets_have_conversations(rt: Runtime) -> None:
     assert sum(r[3] is not None for r in rows) > 100, "most tickets have had an answer"
     assert sum(r[7] for r in rows) > 20, "some have internal notes"
     assert mails == (0,) and misordered == (0,)
+    with psycopg.connect(rt.settings.libpq_url) as conn:
+        files = conn.execute(
+            "SELECT a.filename, a.content_type, a.size, m.attachment_count, "
+            "  (SELECT sum(length(data)) FROM attachment_chunk WHERE attachment_id = a.id) "
+            "FROM message_attachment a JOIN ticket_message m ON m.id = a.message_id"
+        ).fetchall()
+    assert len(files) > 20, "some demo tickets come with a screenshot and a log"
+    assert {(f[0], f[1]) for f in files} == {
+        ("screenshot.png", "image/png"), ("error-log.txt", "text/plain")
+    }  # fmt: skip
+    assert all(f[2] == f[4] and f[3] == 2 for f in files)
 
 
 def test_demo_tickets_are_deterministic() -> None:

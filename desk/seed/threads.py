@@ -7,6 +7,7 @@ tickets that have no message yet are touched, so running it again changes nothin
 # ruff: noqa: RUF001 (Chinese text uses full-width punctuation)
 from __future__ import annotations
 
+import io
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.models import TicketStatus
+from desk.helpdesk import attachments, thread
 
 STAFF_REPLIES = (
     "Thanks for the report. Could you tell us which browser and version you use?",
@@ -39,6 +41,25 @@ NOTES = (
     "Escalated to second line, waiting for their answer.",
     "内部备注：和上周的工单是同一个问题。",
 )
+
+
+# A 1x1 PNG: what a customer's "screenshot" is in the demo.
+SCREENSHOT = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+    b"\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99"
+    b"=\x1d\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+FILE_SHARE = 0.15  # of demo tickets whose opening message carries files
+
+
+class _Bytes:
+    """A file in memory, read as an upload is (attachments.Readable)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._io = io.BytesIO(data)
+
+    async def read(self, size: int = -1) -> bytes:
+        return self._io.read(size)
 
 
 @dataclass(frozen=True)
@@ -103,7 +124,42 @@ async def ensure_threads(
         messages,
     )
     await conn.execute(_FIGURES, {"ids": [t.id for t in tickets]})
+    await _attach(conn, [t for t in tickets if _with_files(t, seed)], now)
     return len(messages)
+
+
+def _with_files(t: _Ticket, seed: str) -> bool:
+    return random.Random(f"{seed}:files:{t.external_id}").random() < FILE_SHARE
+
+
+def _files(t: _Ticket) -> list[tuple[str, bytes]]:
+    log = "".join(
+        f"{t.created_at:%Y-%m-%d %H:%M:%S} ERROR session expired (request {t.id}-{i})\n"
+        for i in range(20)
+    )
+    return [("screenshot.png", SCREENSHOT), ("error-log.txt", log.encode())]
+
+
+async def _attach(conn: AsyncConnection, tickets: list[_Ticket], now: datetime) -> None:
+    """The opening messages of `tickets` get a screenshot and a log file."""
+    if not tickets:
+        return
+    opening = await conn.execute(
+        sa.text(
+            "SELECT DISTINCT ON (ticket_id) ticket_id, id FROM ticket_message "
+            "WHERE ticket_id = ANY(:ids) ORDER BY ticket_id, id"
+        ),
+        {"ids": [t.id for t in tickets]},
+    )
+    first: dict[int, int] = {int(r.ticket_id): int(r.id) for r in opening}
+    for t in tickets:
+        files = _files(t)
+        for name, data in files:
+            await attachments.store(
+                conn, _Bytes(data), filename=name, team_id=t.team_id, uploader_id=t.creator_id,
+                message_id=first[t.id], max_bytes=len(data), now=t.created_at,
+            )  # fmt: skip
+        await thread.set_attachment_count(conn, first[t.id], len(files))
 
 
 # What post_message keeps up to date, worked out once from the thread just written.
