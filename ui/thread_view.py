@@ -49,6 +49,16 @@ def at_us(value: datetime) -> int:
     return int(value.timestamp() * 1_000_000)
 
 
+# An image is shown inline only when its bytes say it is a raster format (Attachment.is_image: the
+# type is sniffed, never the sender's, and SVG, which can carry script, is never one); a larger
+# one stays a link, so a thread of big photos costs nothing until someone asks for one.
+THUMBNAIL_MAX_BYTES = 5 * 1024 * 1024
+
+
+def thumbnail(a: Attachment) -> bool:
+    return a.is_image and a.size <= THUMBNAIL_MAX_BYTES
+
+
 def size(n: int) -> str:
     """A file's size as people read it: 812 B, 4.5 KiB, 2 MiB."""
     return f"{n} B" if n < 1024 else inputs.size_text(n)
@@ -120,6 +130,10 @@ class Shown:
     @staticmethod
     def size(n: int) -> str:
         return size(n)
+
+    @staticmethod
+    def thumbnail(a: Attachment) -> bool:
+        return thumbnail(a)
 
 
 async def read_thread(rt: Runtime, user_id: int, ticket_id: int, **window: Any) -> ThreadView:

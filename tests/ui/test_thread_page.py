@@ -200,6 +200,28 @@ async def test_reply_with_a_file_links_to_it(page_as, world, rt) -> None:
     assert f'href="/attachments/{stored[0].id}"' in page
     got = await customer.get(f"/attachments/{stored[0].id}")
     assert got.status_code == 200 and got.content == shot
+    # The PNG (sniffed as one) shows as a thumbnail; the text file is only a link.
+    assert f'<img class="thumb" src="/attachments/{stored[0].id}"' in page
+    assert f'src="/attachments/{stored[1].id}"' not in page
+
+
+async def test_only_sniffed_small_raster_images_get_a_thumbnail(page_as, world, rt) -> None:
+    """An SVG (it can carry script) and a "PNG" whose bytes are not one are links only, as is
+    a real PNG above the thumbnail size."""
+    from ui.thread_view import THUMBNAIL_MAX_BYTES
+
+    ticket, _first = await _open(rt, world)
+    staff = await page_as(world.staff)
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    big = b"\x89PNG\r\n\x1a\n" + b"\x00" * THUMBNAIL_MAX_BYTES
+    files = [
+        ("files", ("x.svg", svg, "image/svg+xml")),
+        ("files", ("fake.png", b"not a png", "image/png")),
+        ("files", ("big.png", big, "image/png")),
+    ]
+    assert (await _reply(staff, ticket, "three files", files=files)).status_code == 200
+    page = (await staff.get(f"/tickets/{ticket}")).text
+    assert page.count("/attachments/") >= 3 and 'class="thumb"' not in page
 
 
 def _multipart(fields: dict[str, str], files: list[tuple[bytes, bytes]]) -> tuple[bytes, str]:
