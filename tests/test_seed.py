@@ -10,7 +10,15 @@ from desk.core.runtime import Runtime
 from desk.people import users
 from desk.seed import demo as seed
 
-TABLES = ("team", "app_user", "membership", "ticket", "ticket_message", "message_attachment")
+TABLES = (
+    "team",
+    "app_user",
+    "membership",
+    "ticket",
+    "ticket_message",
+    "message_attachment",
+    "ticket_history",
+)
 
 
 def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -114,6 +122,13 @@ async def test_demo_tickets_have_conversations(rt: Runtime) -> None:
         ("screenshot.png", "image/png"), ("error-log.txt", "text/plain")
     }  # fmt: skip
     assert all(f[2] == f[4] and f[3] == 2 for f in files)
+    with psycopg.connect(rt.settings.libpq_url) as conn:
+        wrong = conn.execute(
+            "SELECT count(*) FROM ticket t WHERE status <> 'OPEN' AND NOT EXISTS (SELECT 1 "
+            "FROM ticket_history h WHERE h.ticket_id = t.id AND h.field = 'status' "
+            "AND h.new_value = t.status)"
+        ).fetchone()
+    assert wrong == (0,), "a ticket that is not open shows who set its status"
 
 
 def test_demo_tickets_are_deterministic() -> None:

@@ -1,6 +1,7 @@
 """The demo tickets' conversations: each gets its opening message (the ticket's body), and most
 a short thread drawn from a fixed seed — a staff reply, the customer's answer, now and then an
-internal note — with the figures the ticket keeps beside its thread (docs/architecture.md,
+internal note or a screenshot, the assignment and status changes between them — with the
+figures the ticket keeps beside its thread (docs/architecture.md,
 "Conversation"). Written straight into the tables, so seeding sends no e-mail; only demo
 tickets that have no message yet are touched, so running it again changes nothing."""
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,12 +46,31 @@ NOTES = (
 )
 
 
-# A 1x1 PNG: what a customer's "screenshot" is in the demo.
-SCREENSHOT = (
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
-    b"\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99"
-    b"=\x1d\x00\x00\x00\x00IEND\xaeB`\x82"
-)
+def screenshot() -> bytes:
+    """A small PNG that looks like a screenshot of an error dialog (drawn here, so the demo's
+    thumbnails show something): grey window, dark title bar, a red error band."""
+    width, height = 240, 150
+
+    def pixel(x: int, y: int) -> bytes:
+        if y < 18:
+            return b"\x1d\x23\x30"
+        if 50 <= y < 80 and 20 <= x < width - 20:
+            return b"\xb3\x26\x1e"
+        if 100 <= y < 106 and 20 <= x < 160:
+            return b"\x9a\xa3\xb2"
+        return b"\xf6\xf7\xf9"
+
+    raw = b"".join(b"\x00" + b"".join(pixel(x, y) for x in range(width)) for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9))
+            + chunk(b"IEND", b""))  # fmt: skip
+
+
 FILE_SHARE = 0.15  # of demo tickets whose opening message carries files
 
 
@@ -75,29 +97,42 @@ class _Ticket:
     external_id: str
 
 
-def _messages(t: _Ticket, staff: list[int], seed: str, now: datetime) -> list[dict[str, Any]]:
-    """The ticket's thread, the same on every run: (author, internal, body, at) rows in order."""
+def _thread(
+    t: _Ticket, staff: list[int], seed: str, now: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ticket's messages and changes, the same on every run, in the order they happened:
+    the agent takes the ticket, perhaps notes something, answers, the customer perhaps answers
+    back, and the agent sets the status the ticket has now."""
     rng = random.Random(f"{seed}:{t.external_id}")
     helpers = [s for s in staff if s != t.creator_id] or staff
     agent = t.assignee_id if t.assignee_id not in (None, t.creator_id) else rng.choice(helpers)
     span = max(t.updated_at - t.created_at, timedelta(minutes=30))
     at = t.created_at
 
-    def row(author: int, body: str, internal: bool = False) -> dict[str, Any]:
+    def later() -> datetime:
         nonlocal at
         at = min(at + span * rng.uniform(0.05, 0.3), now)
-        return {"t": t.id, "team": t.team_id, "a": author, "i": internal, "b": body, "at": at}
+        return at
 
-    out = [{"t": t.id, "team": t.team_id, "a": t.creator_id, "i": False, "b": t.body,
-            "at": t.created_at}]  # fmt: skip
-    answered = t.status != TicketStatus.OPEN.value or rng.random() < 0.3
+    def say(author: int, body: str, internal: bool = False) -> dict[str, Any]:
+        return {"t": t.id, "team": t.team_id, "a": author, "i": internal, "b": body, "at": later()}
+
+    def change(field: str, old: str | None, new: str) -> dict[str, Any]:
+        return {"t": t.id, "team": t.team_id, "a": agent, "at": later(), "f": field, "o": old,
+                "n": new}  # fmt: skip
+
+    messages = [say(t.creator_id, t.body)]
+    messages[0]["at"] = at = t.created_at
+    changes = [change("assignee", None, str(t.assignee_id))] if t.assignee_id else []
     if rng.random() < 0.25:
-        out.append(row(agent, rng.choice(NOTES), internal=True))
-    if answered:
-        out.append(row(agent, rng.choice(STAFF_REPLIES)))
+        messages.append(say(agent, rng.choice(NOTES), internal=True))
+    if t.status != TicketStatus.OPEN.value or rng.random() < 0.3:
+        messages.append(say(agent, rng.choice(STAFF_REPLIES)))
         if t.status != TicketStatus.PENDING.value and rng.random() < 0.6:
-            out.append(row(t.creator_id, rng.choice(CUSTOMER_REPLIES)))
-    return out
+            messages.append(say(t.creator_id, rng.choice(CUSTOMER_REPLIES)))
+    if t.status != TicketStatus.OPEN.value:
+        changes.append(change("status", TicketStatus.OPEN.value, t.status))
+    return messages, changes
 
 
 async def ensure_threads(
@@ -113,7 +148,9 @@ async def ensure_threads(
         )
     )
     tickets = [_Ticket(*r) for r in rows.all()]
-    messages = [m for t in tickets for m in _messages(t, staff[t.team_id], seed, now)]
+    threads = [_thread(t, staff[t.team_id], seed, now) for t in tickets]
+    messages = [m for said, _ in threads for m in said]
+    changes = [c for _, changed in threads for c in changed]
     if not messages:
         return 0
     await conn.execute(
@@ -123,6 +160,14 @@ async def ensure_threads(
         ),
         messages,
     )
+    if changes:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO ticket_history (ticket_id, team_id, actor_id, at, field, old_value, "
+                "new_value) VALUES (:t, :team, :a, :at, :f, :o, :n)"
+            ),
+            changes,
+        )
     await conn.execute(_FIGURES, {"ids": [t.id for t in tickets]})
     await _attach(conn, [t for t in tickets if _with_files(t, seed)], now)
     return len(messages)
@@ -137,7 +182,7 @@ def _files(t: _Ticket) -> list[tuple[str, bytes]]:
         f"{t.created_at:%Y-%m-%d %H:%M:%S} ERROR session expired (request {t.id}-{i})\n"
         for i in range(20)
     )
-    return [("screenshot.png", SCREENSHOT), ("error-log.txt", log.encode())]
+    return [("screenshot.png", screenshot()), ("error-log.txt", log.encode())]
 
 
 async def _attach(conn: AsyncConnection, tickets: list[_Ticket], now: datetime) -> None:
