@@ -28,6 +28,7 @@ from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.ledger.delivery import send_now
 from desk.ledger.run import Row
+from jobs import limits
 from jobs.outcomes import (
     Cancelled,
     CancelledAtFinish,
@@ -35,6 +36,7 @@ from jobs.outcomes import (
     JobOutcome,
     LostFence,
     Permanent,
+    RanPastLimit,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ class Execution:
         self.cancel_requested = False
         self.lost = False
         self._last_write = time.monotonic()
+        self.limit = limits.base(rt.settings, row.kind)  # seconds this attempt may run
+        self._timer: asyncio.Timeout | None = None
+        self._started = 0.0  # the event loop's time when the processor started
 
     @property
     def task(self) -> BackgroundTask:
@@ -71,6 +76,12 @@ class Execution:
     def lease_left(self) -> float:
         """Seconds until the lease this execution last wrote runs out (as far as it knows)."""
         return self._last_write + self.lease.total_seconds() - time.monotonic()
+
+    def allow_rows(self, rows: int) -> None:
+        """An export or import that now knows its size gets the limit of that size."""
+        self.limit = limits.for_rows(self.rt.settings, self.row.kind, rows)
+        if self._timer is not None:
+            self._timer.reschedule(self._started + self.limit)
 
     async def fenced(
         self, write: Callable[[], Awaitable[T]], *, patience: float | None = None
@@ -267,22 +278,35 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
 
 @tracing.traced("taskdesk.run")
 async def _run(ex: Execution, processor: Processor) -> None:
+    """The processor within the attempt's run-time limit (jobs/limits.py): past it the processor
+    is cancelled and the attempt fails with RanPastLimit."""
     keeper = asyncio.create_task(ex.keep_alive())
+    ex._started = asyncio.get_running_loop().time()
     try:
-        for recoveries in range(MAX_RECOVERIES + 1):
-            try:
-                await processor(ex)
-                return
-            except Exception as exc:
-                if not is_transient(exc) or recoveries == MAX_RECOVERIES:
-                    raise
-                log.warning(
-                    "task %s: database error, resuming when it answers: %s", ex.task_id, exc
-                )
-                if not await ex.recover():
-                    return
+        async with asyncio.timeout_at(ex._started + ex.limit) as ex._timer:
+            await _recovering(ex, processor)
+    except TimeoutError:
+        if ex._timer is None or not ex._timer.expired():
+            raise  # the processor's own timeout (a socket's), not the limit
+        log.warning("task %s ran past its limit of %.0f s; stopped", ex.task_id, ex.limit)
+        raise RanPastLimit(ex.limit) from None
     finally:
+        ex._timer = None
         keeper.cancel()
+
+
+async def _recovering(ex: Execution, processor: Processor) -> None:
+    """The processor, run again within the same attempt after a transient database error."""
+    for recoveries in range(MAX_RECOVERIES + 1):
+        try:
+            await processor(ex)
+            return
+        except Exception as exc:
+            if not is_transient(exc) or recoveries == MAX_RECOVERIES:
+                raise
+            log.warning("task %s: database error, resuming when it answers: %s", ex.task_id, exc)
+            if not await ex.recover():
+                return
 
 
 async def execute(rt: Runtime, processors: dict[str, Processor], task_id: int, run: int) -> str:

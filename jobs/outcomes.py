@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from desk.core.messages import Message
+from desk.core.messages import Message, message
 
 
 class JobOutcome(Exception):
@@ -46,3 +46,11 @@ class DatabaseUnreachable(JobOutcome):
     def __init__(self, cause: str = "") -> None:
         base = (type(self).__doc__ or "").strip().rstrip(".")
         super().__init__(f"{base}: {cause}" if cause else f"{base}.")
+
+
+class RanPastLimit(RetryLater):
+    """The attempt ran past its kind's run-time limit and was stopped (jobs/limits.py)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(message("task.ran_past_limit", seconds=round(seconds)))
+        self.seconds = seconds

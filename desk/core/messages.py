@@ -32,6 +32,8 @@ TEMPLATES: dict[str, Template] = {
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),
     "noop.done": "Done.",
+    # jobs/limits.py: an attempt stopped at its kind's run-time limit.
+    "task.ran_past_limit": "Ran past its limit of %(seconds)s s; stopped.",
     "reminder.reminded_assignee": "Reminded the assignee.",
     "reminder.reminded_staff": (
         "Reminded %(count)s team staff member (unassigned ticket).",

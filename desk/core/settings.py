@@ -73,6 +73,15 @@ class Settings(BaseSettings):
     import_batch_rows: int = Field(default=10_000, ge=1, le=100_000)
 
     lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    # How long one attempt of a task may run (jobs/limits.py, docs/architecture.md "Run-time
+    # limits"): past it the attempt is stopped, counted as failed and its slot freed. Exports
+    # and imports add ROWS_TIME_LIMIT_SECONDS for every 100,000 rows once they know their size.
+    email_time_limit_seconds: float = Field(default=120.0, ge=1, le=86_400)
+    reminder_time_limit_seconds: float = Field(default=60.0, ge=1, le=86_400)
+    noop_time_limit_seconds: float = Field(default=3600.0, ge=1, le=7 * 86_400)
+    export_time_limit_seconds: float = Field(default=300.0, ge=1, le=7 * 86_400)
+    import_time_limit_seconds: float = Field(default=300.0, ge=1, le=7 * 86_400)
+    rows_time_limit_seconds: float = Field(default=120.0, ge=0, le=86_400)
     max_attempts: int = Field(default=5, ge=1, le=100)
     retry_base_seconds: float = Field(default=2.0, gt=0, le=3600)
     retry_max_seconds: float = Field(default=300.0, gt=0)

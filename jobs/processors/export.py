@@ -132,6 +132,7 @@ async def _export(ex: Execution) -> tuple[int, int]:
     async with engine.connect() as lead:
         await lead.execute(_REPEATABLE_READ)
         total, ranges = await _plan(ex, lead)
+        ex.allow_rows(total)  # the run-time limit of this size (jobs/limits.py)
         if len(ranges) > 1:
             # One chunk is the whole work in one statement: nothing to tell between its start and
             # its end, and every page watching the row would render the write once more.

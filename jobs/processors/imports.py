@@ -108,6 +108,7 @@ async def _commit(
             counts.unchanged + got.unchanged, counts.rejected + got.rejected,
         )  # fmt: skip
         total = await batches.total()  # counted while the server wrote the first batch
+        ex.allow_rows(total)  # the run-time limit of this size (jobs/limits.py)
         pulse = await ledger_run.pulse(
             conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease,
             current=upto, total=total, message=f"{upto:,} / {total:,} rows", stats=new.as_dict(),

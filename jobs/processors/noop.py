@@ -1,11 +1,15 @@
 """NOOP: a trivial task for benchmarks and tests. Its filters script its behaviour:
 `fail_times` (raise a retryable error on the first N attempts), `permanent` (fail at once),
-`steps` and `step_seconds` (report progress N times, pausing between). Plain NOOPs (no script)
+`steps` and `step_seconds` (report progress N times, pausing between), `hang` (never return: a
+processor stuck for good, stopped by its run-time limit) and `block_seconds` (block the event
+loop, as CPU-bound or blocking code would: nothing in the worker runs meanwhile, the keep-alive
+neither, so its lease runs out). Plain NOOPs (no script)
 claimed together by a short-lane batch complete together: `complete_many`."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from desk.core.db import retrying
 from desk.core.runtime import Runtime
@@ -39,6 +43,11 @@ async def process(ex: Execution) -> None:
         raise Permanent("Scripted permanent failure.")
     if ex.row.attempts <= int(script.get("fail_times", 0)):
         raise ScriptedFailure(f"scripted failure on attempt {ex.row.attempts}")
+    if script.get("hang"):
+        await asyncio.Event().wait()  # never set
+    if float(script.get("block_seconds", 0)) > 0:
+        # Blocking on purpose: the whole event loop stops, as CPU-bound code would stop it.
+        time.sleep(float(script["block_seconds"]))  # noqa: ASYNC251
     steps = int(script.get("steps", 0))
     for i in range(steps):
         await asyncio.sleep(float(script.get("step_seconds", 0.05)))
