@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from desk.core.feed import TaskNote
 from desk.core.models import Role
@@ -25,9 +24,7 @@ from desk.people import access, sessions
 from desk.reads import tick
 from desk.reads.memory import Memory, Reading, SessionMemo
 from ui import polling
-
-if TYPE_CHECKING:
-    from ui.watch import Watched
+from ui.watched import Watched
 
 MISSING = object()
 VERSIONS_MAX = 100_000

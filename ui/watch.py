@@ -22,7 +22,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from markupsafe import Markup
@@ -45,6 +45,7 @@ from ui.polled_route import WATCH, PolledRoute, answers
 from ui.render import render_html
 from ui.taskview import TaskView
 from ui.viewer import Viewer
+from ui.watched import Watched, parse_row
 from web.auth import session_secret
 
 router = APIRouter(route_class=PolledRoute)
@@ -63,29 +64,6 @@ PARAMS: dict[str, params.Scalar] = {
 }
 READ_WAIT = 0.1  # seconds a tick waits for another's read of the rows it misses, at most
 HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Redis)
-
-
-class Watched(NamedTuple):
-    """One row as the page sends it (a tuple: sixty of these are made per tick)."""
-
-    id: int
-    since: float
-    version: str
-    cancel: bool
-
-
-def parse_row(token: str) -> Watched:
-    """`id:since:version:cancel` as the page's rows render it; anything else is a clear 400."""
-    parts = token.split(":")
-    try:
-        if len(parts) != 4 or parts[3] not in ("0", "1"):
-            raise ValueError
-        row = Watched(int(parts[0]), float(parts[1]), parts[2], parts[3] == "1")
-    except ValueError:
-        raise ValidationProblem("r", "each row as id:since:version:cancel") from None
-    if not 0 < row.id <= MAX_ID or not 0 <= row.since < 1e11 or len(row.version) > 16:
-        raise ValidationProblem("r", "each row as id:since:version:cancel")
-    return row
 
 
 def row_version(row: tick.Row, now: datetime) -> str:
