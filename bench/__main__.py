@@ -24,7 +24,7 @@ Bench = Callable[[Ctx], Awaitable[list[Row]]]
 
 def registry() -> dict[str, Bench]:
     """Every benchmark, in the order the table lists them."""
-    from bench import b_feed, b_http, b_import, b_subscribe
+    from bench import b_attachments, b_conversation, b_feed, b_http, b_import, b_subscribe
 
     return {
         "export-100k": b_export.export_100k,
@@ -42,6 +42,10 @@ def registry() -> dict[str, Bench]:
         "unchanged-tick": b_feed.unchanged_tick,
         "subscription-latency": b_subscribe.latency,
         "idle-subscriptions": b_subscribe.idle,
+        "conversation-post": b_conversation.post,
+        "conversation-page": b_conversation.page,
+        "attachment-20mb": b_attachments.attachment_20mb,
+        "conversation-live": b_conversation.live,
     }
 
 
