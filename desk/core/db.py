@@ -91,8 +91,19 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
+def stale_plan(exc: BaseException) -> bool:
+    """A prepared statement whose result changed shape under it: a migration added a column to
+    a table a `SELECT *` reads (docs/architecture.md, "Migrations"). PostgreSQL refuses the
+    statement until the session forgets it; a rollback makes psycopg forget them all, and
+    `desk.core.pg` does so for its autocommit statements, so running it again succeeds."""
+    orig = exc.orig if isinstance(exc, saexc.DBAPIError) else exc
+    return isinstance(orig, pgerr.FeatureNotSupported) and "cached plan" in str(orig)
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors where running the same transaction again may well succeed."""
+    if stale_plan(exc):
+        return True
     orig = exc.orig if isinstance(exc, saexc.DBAPIError) else exc
     if isinstance(exc, saexc.DBAPIError) and exc.connection_invalidated:
         return True

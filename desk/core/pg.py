@@ -38,7 +38,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from desk.core.db import connect_args
+from desk.core.db import connect_args, stale_plan
 from desk.core.settings import Settings
 
 Params = Mapping[str, Any] | Sequence[Any] | None
@@ -80,6 +80,22 @@ class _Reach:
                 return conn
 
         return Connection
+
+
+async def _execute(cursor: Any, sql: str, params: Params) -> None:
+    """`cursor.execute`, once more after a stale plan (`stale_plan`: a migration changed the shape
+    of a prepared statement's result under this connection). PostgreSQL refused the statement
+    before running it, so running it again is safe; DEALLOCATE ALL first makes psycopg forget
+    every prepared statement of this connection (as it does on a rollback), so each pooled
+    connection meets the change once."""
+    try:
+        await cursor.execute(sql, params)
+    except psycopg.errors.FeatureNotSupported as exc:
+        conn = cursor.connection
+        if not stale_plan(exc) or not conn.autocommit:
+            raise
+        await conn.execute("DEALLOCATE ALL")
+        await cursor.execute(sql, params)
 
 
 async def _answers(conn: AsyncConnection[Any]) -> bool:
@@ -238,7 +254,7 @@ class Pg:
         """One statement that changes rows (its own transaction); the RETURNING rows, if any."""
         async with self._take() as conn:
             cursor = conn.cursor(row_factory=dict_row)
-            await cursor.execute(sql, params)
+            await _execute(cursor, sql, params)
             return await cursor.fetchall() if cursor.description else []
 
     async def _read(
@@ -250,7 +266,7 @@ class Pg:
             try:
                 async with self._take(WAIT if attempt == 1 else DOWN_WAIT) as conn:
                     cursor = conn.cursor(row_factory=factory)
-                    await cursor.execute(sql, params)
+                    await _execute(cursor, sql, params)
                     if first:
                         row = await cursor.fetchone()
                         return [row] if row is not None else []
