@@ -166,19 +166,23 @@ async def of_messages(conn: AsyncConnection, message_ids: list[int]) -> dict[int
 
 
 async def chunks(conn: AsyncConnection, attachment_id: int) -> AsyncIterator[bytes]:
-    """The file's bytes, one chunk per statement (a 20 MB file is 80 small reads, not one big)."""
+    """The file's bytes, one chunk per statement (a 20 MB file is 80 small reads, not one big).
+    Read in binary: in text a bytea comes as hex, twice its size to send and decode (the
+    download ran at 0.66 of PostgreSQL's own read of the same bytes; bench/ attachment-20mb)."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection  # psycopg's, inside the caller's transaction
     seq = 0
-    while True:
-        data = (
-            await conn.execute(
-                sa.text("SELECT data FROM attachment_chunk WHERE attachment_id = :a AND seq = :s"),
-                {"a": attachment_id, "s": seq},
-            )
-        ).scalar()
-        if data is None:
-            return
-        yield bytes(data)
-        seq += 1
+    async with driver.cursor(binary=True) as cur:
+        while True:
+            await cur.execute(_CHUNK, (attachment_id, seq))
+            row = await cur.fetchone()
+            if row is None:
+                return
+            yield bytes(row[0])
+            seq += 1
+
+
+_CHUNK = "SELECT data FROM attachment_chunk WHERE attachment_id = %s AND seq = %s"
 
 
 def as_dict(a: Attachment) -> dict[str, Any]:
