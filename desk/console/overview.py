@@ -21,6 +21,7 @@ from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.models import BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
+from desk.ledger.lanes import lane_sql
 from desk.people.operators import Scope
 
 OVERDUE_AFTER = timedelta(seconds=30)  # as /health: due and still not started after this long
@@ -53,6 +54,22 @@ class Percentiles:
     count: int
 
 
+@dataclass(frozen=True)
+class TeamBacklog:
+    """One team's work in one lane: due and not started, running, and since when the oldest
+    due task waits (a team whose due work piles up while others' does not is what to look at)."""
+
+    team_id: int | None
+    team: str | None  # None: tasks of no team (a password reset's e-mail)
+    lane: str
+    due: int
+    running: int
+    oldest_due_at: datetime | None
+
+
+BACKLOG_TEAMS = 20  # the teams with the most due work; the console links to the task list for more
+
+
 @dataclass
 class Overview:
     now: datetime
@@ -62,6 +79,7 @@ class Overview:
     start_latency: Percentiles
     reminder_lateness: Percentiles
     oldest_overdue: BackgroundTask | None
+    teams: list[TeamBacklog] = field(default_factory=list)
     totals: KindCounts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +139,7 @@ async def overview(rt: Runtime, scope: Scope) -> Overview:
                 {**params, "due": now - OVERDUE_AFTER},
             )
         ).first()
+        teams = await _backlog(conn, where, params)
     kinds = [found.get(k.value) or KindCounts(k.value) for k in TaskKind if k != TaskKind.NOOP]
     if TaskKind.NOOP in found:
         kinds.append(found[TaskKind.NOOP])
@@ -132,7 +151,30 @@ async def overview(rt: Runtime, scope: Scope) -> Overview:
         latency,
         lateness,
         BackgroundTask(**oldest._mapping) if oldest else None,
+        teams,
     )
+
+
+async def _backlog(
+    conn: AsyncConnection, where: str, params: dict[str, object]
+) -> list[TeamBacklog]:
+    """Per team and lane, the teams with the most due work first (one statement)."""
+    rows = await conn.execute(
+        sa.text(
+            f"SELECT b.team_id, t.name AS team, {lane_sql('b.kind')} AS lane, "
+            " count(*) FILTER (WHERE b.status = 'WAITING' AND b.run_at <= :now) AS due, "
+            " count(*) FILTER (WHERE b.status = 'RUNNING') AS running, "
+            " min(b.run_at) FILTER (WHERE b.status = 'WAITING' AND b.run_at <= :now) AS oldest "
+            "FROM background_task b LEFT JOIN team t ON t.id = b.team_id "
+            f"WHERE b.status IN ('WAITING', 'RUNNING') AND {where} "
+            "GROUP BY b.team_id, t.name, 3 "
+            "HAVING count(*) FILTER (WHERE b.status = 'WAITING' AND b.run_at <= :now) > 0 "
+            " OR count(*) FILTER (WHERE b.status = 'RUNNING') > 0 "
+            "ORDER BY due DESC, oldest, b.team_id LIMIT :lim"
+        ),
+        {**params, "lim": BACKLOG_TEAMS},
+    )
+    return [TeamBacklog(r.team_id, r.team, r.lane, r.due, r.running, r.oldest) for r in rows]
 
 
 async def _series(

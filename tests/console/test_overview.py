@@ -89,3 +89,26 @@ async def test_the_overview_page_lives_by_polling_itself(page_as, rt, world, ope
     oldest = text.split('data-testid="oldest-overdue">', 1)[1].split("</dd>", 1)[0]
     assert f'href="/ops/tasks/{late}"' in oldest and "due 5.0 min ago" in oldest
     assert 'data-lane="short"' in text and 'data-lane="long"' in text
+
+
+async def test_backlog_by_team_puts_the_team_with_most_due_work_first(
+    page_as, rt, world, clock, operator
+) -> None:
+    """A noisy team's pile-up is visible at a glance; a team's admin sees only their teams'."""
+    now = clock.now
+    for _ in range(5):
+        await _noop(rt, world, team=world.other_team, run_at=now - timedelta(seconds=40))
+    await _noop(rt, world, run_at=now - timedelta(seconds=5))
+    await _noop(rt, world, status="RUNNING", attempts=1, started_at=now)
+    await _noop(rt, world, run_at=now + timedelta(hours=1))  # not due: not backlog
+    everyone = await console.overview(rt, await operators.scope_of(rt, operator))
+    rows = [(b.team_id, b.lane, b.due, b.running) for b in everyone.teams]
+    assert rows == [(world.other_team, "short", 5, 0), (world.team, "short", 1, 1)]
+    assert everyone.teams[0].oldest_due_at == now - timedelta(seconds=40)
+    admin = await console.overview(rt, await operators.scope_of(rt, world.admin))
+    assert [b.team_id for b in admin.teams] == [world.team]  # the other team is not theirs
+    text = (await (await page_as(world.admin)).get("/ops", headers=HTML)).text
+    table = text.split('data-testid="team-backlog"', 1)[1].split("</section>", 1)[0]
+    assert f'data-team="{world.team}"' in table and f'data-team="{world.other_team}"' not in table
+    assert f'href="/ops/tasks?team={world.team}&amp;status=WAITING">1<' in table
+    assert "due 5 s ago" in table or "due 5.0 s ago" in table
