@@ -37,6 +37,7 @@ async def _claim(rt: Runtime, now: datetime) -> list[ledger_sends.Due]:
         redelivery=timedelta(seconds=s.redelivery_seconds),
         limit=BATCH,
         team_max=s.long_team_max_running,
+        mail_max=s.team_mail_max_queued,
     )
 
 

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     worker_max_jobs: int = Field(default=10, ge=1, le=1000)
     worker_long_slots: int = Field(default=3, ge=1, le=1000)
     long_team_max_running: int = Field(default=2, ge=1, le=1000)
+    # At most this many of one team's due e-mails wait in Redis at a time (desk/ledger/sends.py,
+    # "Fair sends"): another team's reminder waits behind at most this many, not a whole storm.
+    team_mail_max_queued: int = Field(default=50, ge=1, le=100_000)
     # 0.01 s: a task starts ~5 ms after its enqueue on average (0.05 s: ~25 ms); an idle worker
     # polls Redis 100 times a second for it (~5 % of a core, measured by bench/).
     worker_poll_delay: float = Field(default=0.01, gt=0, le=10)

@@ -85,8 +85,9 @@ async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
     else:
         async with rt.engine.begin() as conn:
             due = await ledger_sends.reserve_send(
-                conn, task.id, task.run, now=now, team_max=s.long_team_max_running
-            )
+                conn, task.id, task.run, now=now, team_max=s.long_team_max_running,
+                mail_max=s.team_mail_max_queued,
+            )  # fmt: skip
     if due is None:
         return False
     if tracing.enabled():  # each message carries its own request's trace

@@ -58,21 +58,56 @@ def _sendable(row: str) -> str:
 
 
 _RETURNING = "RETURNING b.id, b.run, b.run_at, b.sends, b.kind"
+# A team's e-mail (not a password reset's, which has no team) shares the short lane with every
+# other team's work: at most `mail_max` of one team's due e-mails are in Redis, sent and not yet
+# claimed, at a time, so 5,000 of one team's e-mails cannot stand in front of another team's
+# reminder (docs/architecture.md, "Fair sends"). The rest wait in the ledger, unsent; each
+# dispatcher pass tops the team up, its oldest first.
+_TEAM_MAIL = "({t}.kind = 'EMAIL' AND {t}.team_id IS NOT NULL)"
+_MAIL_QUEUED = (
+    "SELECT team_id, count(*) AS queued FROM background_task "
+    "WHERE status = 'WAITING' AND run_at <= %(now)s AND kind = 'EMAIL' AND team_id IS NOT NULL "
+    " AND dispatched_at IS NOT NULL GROUP BY team_id"
+)
+_DUE = (
+    "status = 'WAITING' AND run_at <= %(horizon)s "
+    "AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < %(stale)s)"
+)
 CLAIM_DUE = (
-    f"WITH full_teams AS ({FULL_TEAMS}), due AS (SELECT id FROM background_task t "
-    "  WHERE status = 'WAITING' AND run_at <= %(horizon)s "
-    "    AND (dispatched_at IS NULL OR greatest(dispatched_at, run_at) < %(stale)s) "
-    f"   AND {_sendable('t')} "
+    f"WITH full_teams AS ({FULL_TEAMS}), mail_queued AS ({_MAIL_QUEUED}), "
+    # Everything but a team's never-sent e-mail, as before: a redelivery of a team's e-mail too
+    # (it already counts as queued, and a window of lost sends must still be sent again).
+    f"others AS (SELECT id FROM background_task t WHERE {_DUE} AND {_sendable('t')} "
+    f"  AND NOT ({_TEAM_MAIL.format(t='t')} AND t.dispatched_at IS NULL) "
+    "  ORDER BY run_at LIMIT %(lim)s FOR UPDATE SKIP LOCKED), "
+    # A team's never-sent e-mails, each team's oldest first, as many as its window has room for.
+    "ranked AS (SELECT c.id, c.team_id, "
+    "  row_number() OVER (PARTITION BY c.team_id ORDER BY c.run_at, c.id) AS rn "
+    "  FROM background_task c WHERE c.status = 'WAITING' AND c.run_at <= %(horizon)s "
+    f"   AND c.dispatched_at IS NULL AND {_TEAM_MAIL.format(t='c')}), "
+    "mail AS (SELECT id FROM background_task t WHERE t.id IN (SELECT r.id FROM ranked r "
+    "   LEFT JOIN mail_queued q ON q.team_id = r.team_id "
+    "   WHERE r.rn <= %(mail_max)s - coalesce(q.queued, 0)) "
+    f"  AND {_DUE} AND t.dispatched_at IS NULL AND {_sendable('t')} "
     "  ORDER BY run_at LIMIT %(lim)s FOR UPDATE SKIP LOCKED) "
     "UPDATE background_task b SET dispatched_at = %(now)s, sends = b.sends + 1 "
-    f"FROM due WHERE b.id = due.id {_RETURNING}"
+    "FROM (SELECT id FROM others UNION SELECT id FROM mail) due "
+    f"WHERE b.id = due.id {_RETURNING}"
+)
+# A kick (right after a state change) sends a team's e-mail only while its window has room.
+_MAIL_ROOM = (
+    f"NOT ({_TEAM_MAIL.format(t='b')} AND (SELECT count(*) FROM (SELECT 1 FROM background_task q "
+    "  WHERE q.status = 'WAITING' AND q.run_at <= %(now)s AND q.team_id = b.team_id "
+    "   AND q.kind = 'EMAIL' AND q.dispatched_at IS NOT NULL LIMIT %(mail_max)s) w) "
+    " >= %(mail_max)s)"
 )
 RESERVE_SEND = (
     f"WITH full_teams AS ({FULL_TEAMS}) "
     "UPDATE background_task b SET dispatched_at = %(now)s, sends = b.sends + 1 "
     "WHERE b.id = %(id)s AND b.run = %(run)s AND b.status = 'WAITING' "
-    f" AND b.dispatched_at IS NULL AND {_sendable('b')} {_RETURNING}"
+    f" AND b.dispatched_at IS NULL AND {_sendable('b')} AND {_MAIL_ROOM} {_RETURNING}"
 )
+NO_WINDOW = 1_000_000_000  # `mail_max` when the caller sets none: no team's e-mail is held back
 UNSEND = (
     "UPDATE background_task b SET dispatched_at = NULL FROM "
     " unnest(CAST(%(ids)s AS bigint[]), CAST(%(sends)s AS int[])) AS u(id, send) "
@@ -112,11 +147,13 @@ async def claim_due(
     redelivery: timedelta,
     limit: int,
     team_max: int,
+    mail_max: int = NO_WINDOW,
 ) -> list[Due]:
     """Reserve the next send of due WAITING tasks: never sent, or sent longer ago than the
     redelivery window. Paused lanes are skipped, and long tasks of a team that already runs
-    `team_max` of them wait for one to end. On `rt.pg` the claim is one autocommit statement:
-    its reservations commit before any of its messages reaches Redis."""
+    `team_max` of them wait for one to end; of a team's e-mails at most `mail_max` are in Redis at
+    a time. On `rt.pg` the claim is one autocommit statement: its reservations commit before any
+    of its messages reaches Redis."""
     found = await sql.rows(
         db,
         CLAIM_DUE,
@@ -126,6 +163,7 @@ async def claim_due(
             "stale": now - redelivery,
             "lim": limit,
             "team_max": team_max,
+            "mail_max": mail_max,
         },
     )
     dues = _dues(found)
@@ -134,13 +172,19 @@ async def claim_due(
 
 
 async def reserve_send(
-    conn: AsyncConnection, task_id: int, run: int, *, now: datetime, team_max: int
+    conn: AsyncConnection,
+    task_id: int,
+    run: int,
+    *,
+    now: datetime,
+    team_max: int,
+    mail_max: int = NO_WINDOW,
 ) -> Due | None:
     """Reserve the next send of one unsent WAITING task (a kick right after a state change);
-    None when a dispatcher got there first, its lane is paused or its team's long slots are full."""
-    found = await sql.rows(
-        conn, RESERVE_SEND, {"id": task_id, "run": run, "now": now, "team_max": team_max}
-    )
+    None when a dispatcher got there first, its lane is paused, its team's long slots are full
+    or, for a team's e-mail, `mail_max` of them are in Redis already (the dispatcher sends it)."""
+    params = {"id": task_id, "run": run, "now": now, "team_max": team_max, "mail_max": mail_max}
+    found = await sql.rows(conn, RESERVE_SEND, params)
     dues = _dues(found)
     return dues[0] if dues else None
 
