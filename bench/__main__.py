@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from bench import b_burst, b_export, b_ledger, b_metrics, b_pipeline, b_reminders, b_search, env
+from bench.b_limits import hung_task
+from bench.b_peers import pipeline_pgqueuer, pipeline_procrastinate  # needs: uv sync --group bench
 from bench.harness import FULL, QUICK, Ctx, load_people, runtime
 from bench.stats import Row, save, table
 
@@ -31,6 +33,9 @@ def registry() -> dict[str, Bench]:
         "export-1m-memory": b_export.export_1m_memory,
         "pipeline": b_pipeline.pipeline,
         "start-latency": b_pipeline.start_latency,
+        "pipeline-procrastinate": pipeline_procrastinate,
+        "pipeline-pgqueuer": pipeline_pgqueuer,
+        "hung-task": hung_task,
         "reminder-lateness": b_reminders.reminder_lateness,
         "reminder-burst": b_burst.reminder_burst,
         "status-read": b_http.status_read,
