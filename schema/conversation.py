@@ -24,8 +24,7 @@ from desk.work import conversation
 from schema import problems as e
 from schema.context import Context
 from schema.problems import attempt
-from schema.thread import TicketHistoryEntry, TicketMessage
-from schema.types import Ticket
+from schema.types import Ticket, TicketHistoryEntry, TicketMessage
 
 
 @strawberry.type(description="A reply or note was posted (and the status it set, if any).")

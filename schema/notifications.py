@@ -14,10 +14,10 @@ from desk.core.models import Notification as NotificationRow
 from desk.helpdesk import notifications
 from desk.reads import lookups
 from schema import problems as e
+from schema.basics import Edge, PageInfo
 from schema.context import Context, ctx_of
 from schema.errors import fail
 from schema.problems import attempt
-from schema.types import Edge, PageInfo
 
 
 @strawberry.type

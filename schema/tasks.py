@@ -17,11 +17,12 @@ from desk.reads import lookups
 from desk.reads import tasks as reads
 from desk.work import reminders, tasks
 from schema import problems as e
+from schema.basics import Edge, PageInfo
 from schema.context import Context, ctx_of
 from schema.errors import fail
 from schema.problems import attempt
 from schema.tickets import TicketFilterInput
-from schema.types import Edge, PageInfo, Task
+from schema.types import Task
 
 
 @strawberry.type

@@ -28,8 +28,7 @@ from desk.reads import conversation, lookups
 from desk.reads.threads import MessageView
 from schema.live import StreamContext
 from schema.subscriptions import _about_me, _feed, _stream_ctx
-from schema.thread import TicketHistoryEntry, TicketMessage, parse_cursor
-from schema.types import Ticket
+from schema.types import Ticket, TicketHistoryEntry, TicketMessage, parse_cursor
 
 TRACKED = 50  # the newest messages whose changes (a delivery, a redaction) a stream sends
 

@@ -1,4 +1,7 @@
-"""GraphQL object types shared across the schema: enums, people, teams, tickets, tasks, pages.
+"""GraphQL object types of tickets, tasks and a ticket's conversation, which refer to one another
+(a ticket's reminder is a task, a task's ticket a ticket, a message's ticket a ticket): one
+module, so no import circle; the people, teams and page pieces they build on are
+`schema.basics`.
 
 Objects are built from desk rows by `from_model`; related objects (a ticket's team, creator,
 assignee and pending reminder, a team's members) come through the request's DataLoaders, so a
@@ -7,89 +10,28 @@ list costs one query per relation, not one per row.
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
+from enum import Enum
+from typing import Any, TypeVar
 
 import strawberry
 from strawberry import ID, Private
 from strawberry.scalars import JSON
 
-from desk.core.models import BackgroundTask, Priority, Role, TaskKind, TaskStatus, TicketStatus
+from desk.core import inputs
+from desk.core.errors import ValidationProblem
+from desk.core.models import BackgroundTask, Priority, TaskKind, TaskStatus, TicketStatus
 from desk.core.models import Ticket as TicketRow
-from desk.helpdesk import tickets
+from desk.helpdesk import thread, tickets
+from desk.helpdesk.attachments import Attachment as AttachmentRow
 from desk.ledger import rules as task_rules
-from desk.reads import lookups
+from desk.reads.conversation import Delivery
 from desk.reads.tasks import TaskRow
+from desk.reads.threads import MessageView
+from schema.basics import Edge, PageInfo, Team, User, _user
 from schema.context import ctx_of
-
-if TYPE_CHECKING:  # the thread's types build on these: one layer, named lazily (schema.thread)
-    from schema.thread import TicketHistoryConnection, TicketMessageConnection
-
-T = TypeVar("T")
-
-strawberry.enum(Role, description="A member's role in a team.")
-strawberry.enum(TicketStatus)
-strawberry.enum(Priority)
-strawberry.enum(TaskKind)
-strawberry.enum(TaskStatus, description="The ledger state; see `Task.statusLabel` for people.")
-
-
-@strawberry.type
-class User:
-    id: ID
-    display_name: str
-
-    @classmethod
-    def from_model(cls, u: lookups.UserName) -> User:
-        return cls(id=ID(str(u.id)), display_name=u.display_name)
-
-
-@strawberry.type
-class TeamMember:
-    user: User
-    role: Role
-
-
-@strawberry.type
-class Team:
-    id: ID
-    name: str
-    my_role: Role = strawberry.field(description="The caller's role in this team.")
-
-    @classmethod
-    def from_view(cls, t: lookups.TeamView) -> Team:
-        return cls(id=ID(str(t.id)), name=t.name, my_role=t.role)
-
-    @strawberry.field(
-        description="The team's members for assignee pickers (a customer sees the staff and themselves)."
-    )
-    async def members(self, info: strawberry.Info) -> list[TeamMember]:
-        rows = await ctx_of(info).loaders.members.load(int(self.id))
-        return [
-            TeamMember(user=User(id=ID(str(uid)), display_name=name), role=Role(role))
-            for uid, name, _email, role in rows
-        ]
-
-
-@strawberry.type
-class Membership:
-    team: Team
-    role: Role
-
-
-@strawberry.type
-class Me:
-    id: ID
-    email: str
-    display_name: str
-    memberships: list[Membership]
-
-
-async def _user(info: strawberry.Info, user_id: int | None) -> User | None:
-    if user_id is None:
-        return None
-    found = await ctx_of(info).loaders.users.load(user_id)
-    return User.from_model(found) if found else None
+from schema.errors import fail
 
 
 @strawberry.type
@@ -151,10 +93,8 @@ class Ticket:
         after: str | None = None,
         last: int | None = None,
         before: str | None = None,
-    ) -> Annotated["TicketMessageConnection", strawberry.lazy("schema.thread")]:  # noqa: UP037
-        from schema import thread
-
-        return await thread.messages_of(info, int(self.id), first, after, last, before)
+    ) -> TicketMessageConnection:
+        return await messages_of(info, int(self.id), first, after, last, before)
 
     @strawberry.field(
         description="Every change of status, priority, assignee and title, oldest first "
@@ -162,10 +102,8 @@ class Ticket:
     )
     async def history(
         self, info: strawberry.Info, first: int = 50, after: str | None = None
-    ) -> Annotated["TicketHistoryConnection", strawberry.lazy("schema.thread")]:  # noqa: UP037
-        from schema import thread
-
-        return await thread.history_of(info, int(self.id), first, after)
+    ) -> TicketHistoryConnection:
+        return await history_of(info, int(self.id), first, after)
 
 
 @strawberry.type(description="One unit of background work, as recorded in the ledger.")
@@ -273,18 +211,6 @@ class Task:
 
 
 @strawberry.type
-class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
-
-
-@strawberry.type
-class Edge(Generic[T]):
-    cursor: str
-    node: T
-
-
-@strawberry.type
 class TicketConnection:
     edges: list[Edge[Ticket]]
     page_info: PageInfo
@@ -323,3 +249,286 @@ class TicketConnection:
             total_count=0,
             total_count_is_exact=True,
         )
+
+
+# --- A ticket's conversation (docs/graphql.md, "Conversation"): its messages with their files
+# and e-mail deliveries, its history, and the Relay-style connections `Ticket.messages` and
+# `Ticket.history`. A page of tickets reads every ticket's thread in one batch (the request's
+# `threads` and `histories` loaders, desk.reads.threads): a fixed number of statements however
+# long the list. A note, its files and its deliveries are staff's; a customer is never told one
+# exists.
+
+N = TypeVar("N")
+
+
+@strawberry.enum(description="Where one e-mail of a message stands.")
+class DeliveryState(Enum):
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@strawberry.enum(description="Which field of a ticket a history entry changed.")
+class HistoryField(Enum):
+    STATUS = "status"
+    PRIORITY = "priority"
+    ASSIGNEE = "assignee"
+    TITLE = "title"
+
+
+@strawberry.type(description="A file of a message.")
+class Attachment:
+    id: ID
+    filename: str
+    content_type: str = strawberry.field(description="Sniffed from the bytes, never the sender's.")
+    size: int = strawberry.field(description="Bytes.")
+    is_image: bool
+    created_at: datetime
+    download_url: str = strawberry.field(
+        description="For a signed-in page (session cookie); with an API token use "
+        "`/api/v1/attachments/{id}`. Either answers 404 to anyone who may not see the message."
+    )
+
+    @classmethod
+    def from_model(cls, a: AttachmentRow) -> Attachment:
+        return cls(
+            id=ID(str(a.id)),
+            filename=a.filename,
+            content_type=a.content_type,
+            size=a.size,
+            is_image=a.is_image,
+            created_at=a.created_at,
+            download_url=f"/attachments/{a.id}",
+        )
+
+
+@strawberry.type(description="One e-mail a message sent (staff see these; customers never).")
+class MessageDelivery:
+    task_id: ID = strawberry.field(description="The EMAIL task that sends it (`task(id)`).")
+    recipient_name: str
+    state: DeliveryState
+    server_reply: str | None = strawberry.field(
+        description="What the mail server answered, while retrying or once failed."
+    )
+    attempts: int
+    recipient_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, d: Delivery) -> MessageDelivery:
+        return cls(
+            task_id=ID(str(d.task_id)),
+            recipient_name=d.recipient_name,
+            state=DeliveryState(d.state),
+            server_reply=d.reply,
+            attempts=d.attempts,
+            recipient_id=d.recipient_id,
+        )
+
+    @strawberry.field
+    async def recipient(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.recipient_id)
+
+
+@strawberry.type(description="A public reply or (staff only) an internal note. Never edited.")
+class TicketMessage:
+    id: ID
+    internal: bool = strawberry.field(description="An internal note: staff's only.")
+    body: str = strawberry.field(description="Plain text; empty once redacted.")
+    created_at: datetime
+    redacted_at: datetime | None
+    attachments: list[Attachment]
+    deliveries: list[MessageDelivery] = strawberry.field(
+        description="Its e-mails' delivery, for staff; always empty for customers."
+    )
+    ticket_id: Private[int]
+    author_id: Private[int | None]
+    redacted_by_id: Private[int | None]
+
+    @classmethod
+    def from_view(cls, view: MessageView) -> TicketMessage:
+        m = view.message
+        return cls(
+            id=ID(str(m.id)),
+            internal=m.internal,
+            body=m.body,
+            created_at=m.created_at,
+            redacted_at=m.redacted_at,
+            attachments=[Attachment.from_model(a) for a in view.files],
+            deliveries=[MessageDelivery.from_model(d) for d in view.deliveries],
+            ticket_id=m.ticket_id,
+            author_id=m.author_id,
+            redacted_by_id=m.redacted_by,
+        )
+
+    @strawberry.field
+    async def ticket(self, info: strawberry.Info) -> Ticket | None:
+        row = await ctx_of(info).loaders.tickets.load(self.ticket_id)
+        return Ticket.from_model(row) if row else None
+
+    @strawberry.field(description="Null when the account is gone.")
+    async def author(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.author_id)
+
+    @strawberry.field(description="The admin who redacted it.")
+    async def redacted_by(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.redacted_by_id)
+
+
+@strawberry.type(
+    description="One recorded change of a ticket's status, priority, assignee or title."
+)
+class TicketHistoryEntry:
+    id: ID
+    field: HistoryField
+    from_: str | None = strawberry.field(
+        name="from", description="The value before (an assignee: the user's id; null: nobody)."
+    )
+    to: str | None = strawberry.field(description="The value after, as `from`.")
+    at: datetime
+    actor_id: Private[int | None]
+
+    @classmethod
+    def from_model(cls, c: thread.Change) -> TicketHistoryEntry:
+        return cls(
+            id=ID(str(c.id)),
+            field=HistoryField(c.field),
+            from_=c.old_value,
+            to=c.new_value,
+            at=c.at,
+            actor_id=c.actor_id,
+        )
+
+    @strawberry.field(description="Who made the change (null: the system, or a gone account).")
+    async def actor(self, info: strawberry.Info) -> User | None:
+        return await _user(info, self.actor_id)
+
+    @strawberry.field(description="For an assignee change: the previous assignee.")
+    async def from_user(self, info: strawberry.Info) -> User | None:
+        return await self._person(info, self.from_)
+
+    @strawberry.field(description="For an assignee change: the new assignee.")
+    async def to_user(self, info: strawberry.Info) -> User | None:
+        return await self._person(info, self.to)
+
+    async def _person(self, info: strawberry.Info, value: str | None) -> User | None:
+        if self.field is not HistoryField.ASSIGNEE:
+            return None
+        return await _user(info, inputs.optional_id(value))
+
+
+@strawberry.type(description="Where a page of a thread or history sits in the whole.")
+class ThreadPageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type
+class TicketMessageConnection:
+    edges: list[Edge[TicketMessage]]
+    page_info: ThreadPageInfo
+
+    @strawberry.field
+    def nodes(self) -> list[TicketMessage]:
+        return [e.node for e in self.edges]
+
+
+@strawberry.type
+class TicketHistoryConnection:
+    edges: list[Edge[TicketHistoryEntry]]
+    page_info: ThreadPageInfo
+
+    @strawberry.field
+    def nodes(self) -> list[TicketHistoryEntry]:
+        return [e.node for e in self.edges]
+
+
+def cursor(kind: str, item_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{kind}:{item_id}".encode()).decode()
+
+
+def parse_cursor(kind: str, value: str | None, field: str) -> int | None:
+    """The id a cursor of this list stands for; anything else fails with VALIDATION on
+    `field`, as the ticket list's `after` does."""
+    if value is None:
+        return None
+    raw = inputs.cursor(field, value)
+    try:
+        got_kind, _, item = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        got_kind, item = "", ""
+    found = inputs.optional_id(item) if got_kind == kind else None
+    if found is None:
+        fail(ValidationProblem(field, "not a cursor this list gave out"))
+    return found
+
+
+def _size(name: str, value: int) -> int:
+    if not 1 <= value <= thread.MAX_PAGE:
+        fail(ValidationProblem(name, f"between 1 and {thread.MAX_PAGE}"))
+    return value
+
+
+def _page_info(kind: str, page: thread.Page[N] | None, ids: list[int]) -> ThreadPageInfo:
+    """A desk page's place in the whole (None: an empty list), its ends as cursors of `kind`."""
+    return ThreadPageInfo(
+        has_next_page=page.has_next if page else False,
+        has_previous_page=page.has_previous if page else False,
+        start_cursor=cursor(kind, ids[0]) if ids else None,
+        end_cursor=cursor(kind, ids[-1]) if ids else None,
+    )
+
+
+async def messages_of(
+    info: strawberry.Info,
+    ticket_id: int,
+    first: int,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+) -> TicketMessageConnection:
+    """`Ticket.messages`: `first` after `after` in thread order, or with `last` the last ones
+    before `before`; empty for a ticket the reader no longer sees."""
+    ctx = ctx_of(info)
+    size = _size("last", last) if last is not None else _size("first", first)
+    key = (
+        ticket_id,
+        size,
+        parse_cursor("m", after, "after"),
+        parse_cursor("m", before, "before"),
+        last is not None,
+    )
+    window = await ctx.loaders.threads.load(key)
+    if window is None:
+        return TicketMessageConnection(edges=[], page_info=_page_info("m", None, []))
+    views = window.page.items
+    ctx.spend(sum(len(v.message.body) for v in views))
+    ids = [v.message.id for v in views]
+    return TicketMessageConnection(
+        edges=[
+            Edge(cursor=cursor("m", v.message.id), node=TicketMessage.from_view(v)) for v in views
+        ],
+        page_info=_page_info("m", window.page, ids),
+    )
+
+
+async def history_of(
+    info: strawberry.Info, ticket_id: int, first: int, after: str | None
+) -> TicketHistoryConnection:
+    """`Ticket.history`: the first `first` entries after `after`, oldest first."""
+    ctx = ctx_of(info)
+    key = (ticket_id, _size("first", first), parse_cursor("h", after, "after"))
+    page = await ctx.loaders.histories.load(key)
+    if page is None:
+        return TicketHistoryConnection(edges=[], page_info=_page_info("h", None, []))
+    ctx.spend(sum(len(c.old_value or "") + len(c.new_value or "") for c in page.items))
+    return TicketHistoryConnection(
+        edges=[
+            Edge(cursor=cursor("h", c.id), node=TicketHistoryEntry.from_model(c))
+            for c in page.items
+        ],
+        page_info=_page_info("h", page, [c.id for c in page.items]),
+    )

@@ -11,9 +11,9 @@ from desk.console import health
 from desk.core.errors import Unauthenticated
 from desk.people import users
 from desk.reads import lookups
+from schema.basics import Me, Membership, Team
 from schema.context import ctx_of
 from schema.errors import fail
-from schema.types import Me, Membership, Team
 from web.operator_access import ops_allowed
 
 DETAIL = " Operators only (as /health's detail); null for anyone else."

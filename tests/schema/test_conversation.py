@@ -1,4 +1,4 @@
-"""The conversation over GraphQL (schema/conversation.py, schema/thread.py): replies, notes, a
+"""The conversation over GraphQL (schema/conversation.py, schema/types.py): replies, notes, a
 status set with a reply, a customer's reply reopening, redaction (admins), retrying a failed
 delivery (staff), files by upload id, paging a thread and its history, and bad input answered
 with typed results or coded errors — never a 500."""

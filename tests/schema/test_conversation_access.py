@@ -16,7 +16,7 @@ from desk.core.settings import Settings
 from desk.helpdesk import tickets
 from desk.people import users
 from desk.work import conversation
-from schema.thread import cursor
+from schema.types import cursor
 from tests.factories import World
 from tests.schema.scene import fail_task
 from tests.schema.subscribing import serve, socket

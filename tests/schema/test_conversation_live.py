@@ -12,7 +12,7 @@ from desk.core.runtime import Runtime
 from desk.core.settings import Settings
 from desk.people import members, users
 from desk.work import conversation
-from schema.thread import cursor
+from schema.types import cursor
 from tests.factories import World
 from tests.schema.scene import fail_task
 from tests.schema.subscribing import Socket, listening, serve, socket
