@@ -18,10 +18,12 @@ from desk.core.models import TaskKind, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
 from desk.reads import tasks as reads
+from desk.reads.tasks import TaskPage
 from desk.work import reminders
 from ui import taskview
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
+from ui.taskview import Task
 from ui.viewer import PageViewer, Viewer
 from web.auth import RuntimeDep
 
@@ -60,7 +62,13 @@ async def reminders_context(rt: Runtime, v: Viewer, ticket: Ticket) -> dict[str,
         ticket_id=ticket.id,
         first=HISTORY + 1,
     )
-    now = rt.clock()
+    return reminders_of(v, ticket, pending, recent, rt.clock())
+
+
+def reminders_of(
+    v: Viewer, ticket: Ticket, pending: Task | None, recent: TaskPage, now: datetime
+) -> dict[str, Any]:
+    """`reminders_context` from the pending reminder and the ticket's latest ones, read already."""
     mine = [t for t in recent.items if t.id != (pending and pending.id)]
     return {
         "pending": (

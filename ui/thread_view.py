@@ -21,9 +21,10 @@ from desk.helpdesk import tickets
 from desk.helpdesk.attachments import Attachment
 from desk.helpdesk.thread import Change, Message
 from desk.reads import conversation as reads
+from desk.reads import ticket_page
 from desk.reads.conversation import Delivery, ThreadView
-from ui import message_text
-from ui.reminders_box import reminders_context
+from ui import message_text, thread_cache
+from ui.reminders_box import reminders_context, reminders_of
 from ui.viewer import Viewer
 
 WINDOW = 50  # messages a page opens on, and a "Show earlier" brings
@@ -123,6 +124,16 @@ class Shown:
     def failed(self, m: Message) -> bool:
         return any(d.state == "failed" for d in self.deliveries(m))
 
+    def message_html(self, m: Message, macro: Any, v: Viewer, locale: str) -> Markup:
+        """`_thread.html`'s `message(m, t)` macro, remembered (ui.thread_cache) under every
+        input it reads: the message (its redaction too), the names, files and deliveries shown
+        with it, and the reader's side — staff, admin, language, zone and CSRF token."""
+        key = (
+            locale, v.tz.key, v.csrf, self.staff, self.admin, m, self.name(m.author_id),
+            self.name(m.redacted_by), tuple(self.files(m)), tuple(self.deliveries(m)),
+        )  # fmt: skip
+        return thread_cache.remembered(key, lambda: macro(m, self))
+
     @staticmethod
     def text(body: str, quoted_label: str) -> Markup:
         return message_text.render(body, quoted_label)
@@ -163,7 +174,13 @@ def shown(view: ThreadView, *, after: int | None = None, h: int | None = None) -
 
 async def fields_context(rt: Runtime, v: Viewer, ticket: Ticket) -> dict[str, Any]:
     """What the ticket's Details block shows (names of the team for the assignee)."""
-    members = await tickets.team_members(rt, v.user_id, ticket.team_id)
+    return fields_of(v, ticket, await tickets.team_members(rt, v.user_id, ticket.team_id))
+
+
+def fields_of(
+    v: Viewer, ticket: Ticket, members: list[tuple[int, str, str, str]]
+) -> dict[str, Any]:
+    """`fields_context` from the team's members as `tickets.team_members` answers."""
     # The ticket's own team decides the role here, not the team picked in the header.
     role = next((Role(r) for uid, _n, _e, r in members if uid == v.user_id), None)
     return {
@@ -203,6 +220,19 @@ def reply_context(
             "over": over,
         },
     }
+
+
+async def opening_page(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, Any]:
+    """`page_context` of the thread's opening window, every part of it read in one round trip
+    (`desk.reads.ticket_page`)."""
+    page = await ticket_page.read_page(rt.pg, v.user_id, ticket_id, first=WINDOW)
+    context = fields_of(v, page.view.ticket, page.members)
+    context |= reply_context(rt, shown(page.view))
+    now = rt.clock()
+    context["read_at"] = at_us(now)
+    if context["is_staff"] and page.reminders is not None:
+        context |= reminders_of(v, page.view.ticket, page.pending, page.reminders, now)
+    return context
 
 
 async def page_context(rt: Runtime, v: Viewer, view: ThreadView) -> dict[str, Any]:

@@ -22,14 +22,7 @@ from ui import task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
-from ui.thread_view import (
-    WINDOW,
-    chosen_files,
-    fields_context,
-    page_context,
-    read_thread,
-    too_many_files,
-)
+from ui.thread_view import chosen_files, fields_context, opening_page, too_many_files
 from ui.viewer import PageViewer, Viewer
 from web.auth import RuntimeDep
 
@@ -165,8 +158,7 @@ async def ticket_page(request: Request, ticket_id: int, rt: RuntimeDep, v: PageV
     if is_htmx(request):
         return render(request, "ticket.html", await _ticket_context(rt, v, ticket_id), block=block)
     # The thread opens on its newest messages (docs/architecture.md, "Conversation").
-    view = await read_thread(rt, v.user_id, ticket_id, first=WINDOW)
-    return render(request, "ticket.html", await page_context(rt, v, view))
+    return render(request, "ticket.html", await opening_page(rt, v, ticket_id))
 
 
 def _assignee(value: str) -> int | None:
