@@ -80,6 +80,15 @@ async def end_backend(conn: AsyncConnection) -> None:
     await conn.invalidate()
 
 
+async def driver(conn: AsyncConnection | psycopg.AsyncConnection[Any]) -> Any:
+    """The psycopg connection under `conn` (SQLAlchemy's, inside its open transaction), or
+    `conn` itself: for statements that run on psycopg whichever connection the caller holds."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        return conn
+    raw = await conn.get_raw_connection()
+    return raw.driver_connection
+
+
 def session(engine: AsyncEngine) -> AsyncSession:
     return AsyncSession(engine, expire_on_commit=False)
 

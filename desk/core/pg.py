@@ -230,6 +230,23 @@ class Pg:
         async with self._take() as conn:
             yield conn
 
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection inside one transaction (commit on success, rollback on error) for work
+        whose statements are all psycopg's, such as a post (desk/work/conversation.py): no
+        SQLAlchemy and no ping before it. In pipeline mode: a statement is sent at once and
+        waited for only when its rows are read, so BEGIN goes with the first statement and the
+        statements sent before a read share one round trip. A connection the database dropped
+        fails its first statement; the pool then checks every idle one (as `lend` does after a
+        failed ping), and the caller's `retrying` runs the transaction again on a live one."""
+        async with self._take() as conn:
+            try:
+                async with conn.pipeline(), conn.transaction():
+                    yield conn
+            except psycopg.OperationalError:
+                await self._pool.check()
+                raise
+
     async def one(self, sql: str, params: Params = None) -> dict[str, Any] | None:
         """The first row of a read, as a dict (None when there is none)."""
         rows = await self._read(sql, params, first=True)
@@ -278,3 +295,19 @@ class Pg:
                     raise
                 await self._pool.check()  # only after a failure: hot reads never pay a ping
         raise AssertionError("unreachable")
+
+
+async def send(conn: psycopg.AsyncConnection[Any], sql: str, params: Mapping[str, Any]) -> Any:
+    """Run `sql` on a psycopg connection and return its cursor, its rows not read yet: inside a
+    pipeline (`Pg.transaction`) the statement is only sent, and the statements sent before its
+    rows are read (`fetched`) share one round trip."""
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(sql, params)
+    return cursor
+
+
+async def fetched(cursor: Any) -> list[dict[str, Any]]:
+    """The rows of a statement `send` ran (one that returns rows: a SELECT or a RETURNING);
+    in a pipeline this waits for its answer, and for everything sent before it."""
+    rows: list[dict[str, Any]] = await cursor.fetchall()
+    return rows

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import psycopg
 import sqlalchemy as sa
+from psycopg.rows import dict_row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import inputs
+from desk.core.db import driver
 from desk.core.errors import TooLarge, ValidationProblem
 
 CHUNK = 256 * 1024  # bytes per attachment_chunk row (and per read)
@@ -86,7 +89,7 @@ def clean_name(raw: str) -> str:
 
 
 async def store(
-    conn: AsyncConnection,
+    conn: AsyncConnection | psycopg.AsyncConnection[Any],
     source: Readable,
     *,
     filename: str,
@@ -100,54 +103,55 @@ async def store(
     `max_bytes` raises TooLarge (the caller's rollback leaves nothing)."""
     name = clean_name(filename)
     first = await source.read(CHUNK)
-    row = (
-        await conn.execute(
-            sa.text(
-                "INSERT INTO message_attachment (message_id, team_id, uploader_id, filename, "
-                "content_type, size, created_at) VALUES (:m, :t, :u, :n, :ct, 0, :now) "
-                f"RETURNING {COLUMNS.replace('a.', '')}"
-            ),
-            {"m": message_id, "t": team_id, "u": uploader_id, "n": name, "ct": sniff(first),
-             "now": now},
-        )
-    ).one()  # fmt: skip
+    pg = await driver(conn)
+    cur = pg.cursor(row_factory=dict_row)
+    await cur.execute(_INSERT, {"m": message_id, "t": team_id, "u": uploader_id, "n": name,
+                                "ct": sniff(first), "now": now})  # fmt: skip
+    row = await cur.fetchone()
     size, seq, data = 0, 0, first
     while data:
         size += len(data)
         if size > max_bytes:
             raise TooLarge("file", f"{name} is larger than {inputs.size_text(max_bytes)}")
-        await conn.execute(
-            sa.text("INSERT INTO attachment_chunk (attachment_id, seq, data) VALUES (:a, :s, :d)"),
-            {"a": row.id, "s": seq, "d": data},
-        )
+        await pg.execute(_ADD_CHUNK, (row["id"], seq, data))
         seq += 1
         data = await source.read(CHUNK)
-    await conn.execute(
-        sa.text("UPDATE message_attachment SET size = :s WHERE id = :a"), {"s": size, "a": row.id}
-    )
-    return Attachment(**(dict(row._mapping) | {"size": size}))
+    await pg.execute(_SIZE, (size, row["id"]))
+    return Attachment(**(row | {"size": size}))
+
+
+_INSERT = (
+    "INSERT INTO message_attachment (message_id, team_id, uploader_id, filename, content_type, "
+    "size, created_at) VALUES (%(m)s, %(t)s, %(u)s, %(n)s, %(ct)s, 0, %(now)s) "
+    f"RETURNING {COLUMNS.replace('a.', '')}"
+)
+_ADD_CHUNK = "INSERT INTO attachment_chunk (attachment_id, seq, data) VALUES (%s, %s, %s)"
+_SIZE = "UPDATE message_attachment SET size = %s WHERE id = %s"
+_BIND = (
+    "UPDATE message_attachment a SET message_id = %(m)s WHERE a.id = ANY(%(ids)s) "
+    "AND a.message_id IS NULL AND a.uploader_id = %(u)s AND a.team_id = %(t)s "
+    f"RETURNING {COLUMNS}"
+)
 
 
 async def bind_staged(
-    conn: AsyncConnection, ids: list[int], *, uploader_id: int, team_id: int, message_id: int
+    conn: AsyncConnection | psycopg.AsyncConnection[Any],
+    ids: list[int],
+    *,
+    uploader_id: int,
+    team_id: int,
+    message_id: int,
 ) -> list[Attachment]:
     """Attach the uploader's own staged files (`stage`) to their new message; an id that is not
     one of them is refused as if it did not exist."""
     if not ids:
         return []
-    rows = (
-        await conn.execute(
-            sa.text(
-                "UPDATE message_attachment a SET message_id = :m WHERE a.id = ANY(:ids) "
-                "AND a.message_id IS NULL AND a.uploader_id = :u AND a.team_id = :t "
-                f"RETURNING {COLUMNS}"
-            ),
-            {"m": message_id, "ids": ids, "u": uploader_id, "t": team_id},
-        )
-    ).all()
+    cur = (await driver(conn)).cursor(row_factory=dict_row)
+    await cur.execute(_BIND, {"m": message_id, "ids": ids, "u": uploader_id, "t": team_id})
+    rows = await cur.fetchall()
     if len(rows) != len(set(ids)):
         raise ValidationProblem("attachment_ids", "not uploads of yours waiting for a message")
-    return [Attachment(**r._mapping) for r in rows]
+    return [Attachment(**r) for r in rows]
 
 
 async def of_messages(conn: AsyncConnection, message_ids: list[int]) -> dict[int, list[Attachment]]:
@@ -169,10 +173,9 @@ async def chunks(conn: AsyncConnection, attachment_id: int) -> AsyncIterator[byt
     """The file's bytes, one chunk per statement (a 20 MB file is 80 small reads, not one big).
     Read in binary: in text a bytea comes as hex, twice its size to send and decode (the
     download ran at 0.66 of PostgreSQL's own read of the same bytes; bench/ attachment-20mb)."""
-    raw = await conn.get_raw_connection()
-    driver: Any = raw.driver_connection  # psycopg's, inside the caller's transaction
+    pg = await driver(conn)  # psycopg's, inside the caller's transaction
     seq = 0
-    async with driver.cursor(binary=True) as cur:
+    async with pg.cursor(binary=True) as cur:
         while True:
             await cur.execute(_CHUNK, (attachment_id, seq))
             row = await cur.fetchone()

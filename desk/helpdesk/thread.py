@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core import inputs
+from desk.core.db import driver
 from desk.core.errors import ValidationProblem
 from desk.core.models import Ticket
 
@@ -109,10 +110,10 @@ async def insert_message(
     return Message(**row._mapping)
 
 
-async def set_attachment_count(conn: AsyncConnection, message_id: int, count: int) -> None:
-    await conn.execute(
-        sa.text("UPDATE ticket_message SET attachment_count = :c WHERE id = :m"),
-        {"c": count, "m": message_id},
+async def set_attachment_count(conn: Any, message_id: int, count: int) -> None:
+    """On SQLAlchemy's connection or psycopg's (a post, desk/helpdesk/posting.py)."""
+    await (await driver(conn)).execute(
+        "UPDATE ticket_message SET attachment_count = %s WHERE id = %s", (count, message_id)
     )
 
 

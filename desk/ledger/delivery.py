@@ -90,6 +90,11 @@ async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
             )  # fmt: skip
     if due is None:
         return False
+    return await send_reserved(rt, due)
+
+
+async def send_reserved(rt: Runtime, due: ledger_sends.Due) -> bool:
+    """Hand a send the ledger already reserved (and committed) to Redis; True if Redis took it."""
     if tracing.enabled():  # each message carries its own request's trace
         return (await hand_over(rt.queue, rt.pg, [due])).accepted[0]
     return await sender(rt).send(due)

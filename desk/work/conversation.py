@@ -12,17 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.db import retrying
-from desk.core.errors import NotAllowed, TooLarge, ValidationProblem
+from desk.core.errors import NotAllowed, NotFound, TooLarge, ValidationProblem
 from desk.core.inputs import size_text
 from desk.core.models import BackgroundTask, Ticket, TicketStatus
 from desk.core.runtime import Runtime
-from desk.helpdesk import attachments, thread, tickets
+from desk.helpdesk import attachments, posting, thread, tickets
 from desk.helpdesk.attachments import Attachment, Readable
 from desk.ledger import accept as ledger
+from desk.ledger import mail as ledger_mail
+from desk.ledger.delivery import send_reserved
+from desk.ledger.sends import Due
 from desk.people import access, audit
 from desk.reads.conversation import visible_message
 from desk.work import mail
@@ -31,23 +34,6 @@ from desk.work.tasks import kick
 REOPENS = (TicketStatus.RESOLVED.value, TicketStatus.PENDING.value)
 STAFF_SETS = tuple(s.value for s in TicketStatus)
 EMAIL_BODY = 19_000  # characters of a message its e-mail carries; the link has the rest
-
-_RECIPIENTS = sa.text(
-    "SELECT u.id, u.email, u.locale, u.timezone FROM membership m "
-    "JOIN app_user u ON u.id = m.user_id "
-    "LEFT JOIN notification_preference p ON p.user_id = u.id "
-    "WHERE m.team_id = :team AND u.id <> :author AND ("
-    " (:to_customer AND u.id = :creator "
-    "  AND (m.role = 'CUSTOMER' OR coalesce(p.ticket_reply_email, true))) "
-    " OR (NOT :to_customer AND m.role <> 'CUSTOMER' AND coalesce(p.ticket_reply_email, true) "
-    "  AND (u.id = :assignee OR CAST(:assignee AS int) IS NULL))) ORDER BY u.id"
-)
-_THREAD = sa.text(
-    "SELECT min(m.id) AS root, max(m.id) FILTER (WHERE m.id < :m) AS parent, "
-    " (SELECT display_name FROM app_user WHERE id = :author) AS author_name, "
-    " (SELECT name FROM team WHERE id = :team) AS team_name "
-    "FROM ticket_message m WHERE m.ticket_id = :t AND NOT m.internal"
-)
 
 
 @dataclass(frozen=True)
@@ -65,6 +51,7 @@ class Posted:
     attachments: list[Attachment] = field(default_factory=list)
     changes: list[thread.Change] = field(default_factory=list)
     email_task_ids: list[int] = field(default_factory=list)
+    sends: list[Due] = field(default_factory=list)  # the e-mails' reserved sends, for after commit
 
 
 def token(ticket_id: int, message_id: int) -> str:
@@ -98,20 +85,19 @@ async def post_message(
             seek = getattr(f.source, "seek", None)
             if seek is not None:
                 await seek(0)
-        async with rt.engine.begin() as conn:
-            return await _post(conn, rt, user_id, ticket_id, text, internal, files,
+        async with rt.pg.transaction() as conn:
+            sent = await _post(conn, rt, user_id, ticket_id, text, internal, files,
                                list(attachment_ids), status)  # fmt: skip
+        return await sent.posted()  # the writes' answers came back with the commit
 
     posted = await retrying(once)
-    for task_id in posted.email_task_ids:
-        task = await ledger.get(rt.pg, task_id)
-        if task is not None:
-            await kick(rt, task)
+    for due in posted.sends:  # reserved with the commit: the worker may have it at once
+        await send_reserved(rt, due)
     return posted
 
 
 async def _post(
-    conn: AsyncConnection,
+    conn: psycopg.AsyncConnection[Any],
     rt: Runtime,
     user_id: int,
     ticket_id: int,
@@ -120,29 +106,46 @@ async def _post(
     files: Sequence[IncomingFile],
     staged: list[int],
     status: str | None,
-) -> Posted:
-    ticket, member = await tickets.visible_ticket(conn, user_id, ticket_id, lock=True)
+) -> _Sent:
+    ctx = await posting.read(conn, user_id, ticket_id, internal=internal)
+    member = ctx.member if ctx is not None else None
+    if ctx is None or member is None or not access.can_see_ticket(member, ctx.ticket.creator_id):
+        raise NotFound("Ticket not found.")
     if (internal or status is not None) and not member.is_staff:
         raise NotAllowed("Only staff and admins can do this.")
-    if not member.is_staff and ticket.status == TicketStatus.CLOSED.value:
+    if not member.is_staff and ctx.ticket.status == TicketStatus.CLOSED.value:
         raise ValidationProblem("ticket", "this ticket is closed; open a new ticket instead")
     now = rt.clock()
-    message = await thread.insert_message(
-        conn, ticket, author_id=user_id, body=text, internal=internal, staff=member.is_staff,
-        now=now,
-    )  # fmt: skip
-    posted = Posted(message, ticket)
-    posted.attachments = await _files(conn, rt, member, message, files, staged)
-    if posted.attachments:
-        await thread.set_attachment_count(conn, message.id, len(posted.attachments))
-    change = _status_change(ticket, member, internal, status)
-    if change is not None:
-        posted.ticket, posted.changes = await tickets.apply_changes(
-            conn, ticket, {"status": change}, actor_id=user_id, now=now
-        )
-    if not internal:
-        posted.email_task_ids = await _mail(conn, rt, posted, member, now=now)
-    return posted
+    change = _status_change(ctx.ticket, member, internal, status)
+    # Pipelined (rt.pg.transaction): the writes are sent one after the other, the commit after
+    # them, and their answers read once it is done: a reply without files is the read's round
+    # trip and the commit's.
+    written = await posting.write(conn, ctx, body=text, internal=internal, status=change, now=now)
+    found = await _files(conn, rt, member, written.message, files, staged)
+    if found:
+        await thread.set_attachment_count(conn, written.message.id, len(found))
+    mailed = None
+    if ctx.recipients:
+        mailed = await _mail(conn, rt, ctx, written.message, len(found), now=now)
+    return _Sent(written, found, mailed)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A post's writes, sent in its transaction; their answers are read after the commit."""
+
+    written: posting.Written
+    attachments: list[Attachment]
+    mailed: Any  # the e-mails' statement (`ledger_mail.accept_message_emails`), or None
+
+    async def posted(self) -> Posted:
+        ticket, changes = await self.written.result()
+        posted = Posted(self.written.message, ticket, self.attachments, changes)
+        if self.mailed is not None:
+            accepted = await ledger_mail.accepted(self.mailed)
+            posted.email_task_ids = [a.task_id for a in accepted]
+            posted.sends = [a.send for a in accepted if a.send is not None]
+        return posted
 
 
 def _status_change(
@@ -156,7 +159,7 @@ def _status_change(
 
 
 async def _files(
-    conn: AsyncConnection,
+    conn: psycopg.AsyncConnection[Any],
     rt: Runtime,
     member: access.Member,
     message: thread.Message,
@@ -182,50 +185,37 @@ async def _files(
 
 
 async def _mail(
-    conn: AsyncConnection, rt: Runtime, posted: Posted, member: access.Member, *, now: Any
-) -> list[int]:
-    """An EMAIL task per person on the other side, in the message's transaction."""
-    ticket, message = posted.ticket, posted.message
-    found = await conn.execute(
-        _RECIPIENTS,
-        {"team": ticket.team_id, "author": member.user_id, "to_customer": member.is_staff,
-         "creator": ticket.creator_id, "assignee": ticket.assignee_id},
-    )  # fmt: skip
-    people = found.all()
-    if not people:
-        return []
-    about = (
-        await conn.execute(
-            _THREAD,
-            {"m": message.id, "t": ticket.id, "author": member.user_id, "team": ticket.team_id},
-        )
-    ).one()
-    ids = {"message": token(ticket.id or 0, message.id)}
-    if about.parent is not None:
-        ids |= {"parent": token(ticket.id or 0, about.parent),
-                "root": token(ticket.id or 0, about.root)}  # fmt: skip
+    conn: psycopg.AsyncConnection[Any],
+    rt: Runtime,
+    ctx: posting.Context,
+    message: thread.Message,
+    files: int,
+    *,
+    now: Any,
+) -> Any:
+    """An EMAIL task per person on the other side, in the message's transaction, each with its
+    send reserved (unless the lane or the team's e-mail window holds it back); sent, its rows
+    read by `ledger_mail.accepted`."""
+    ticket = ctx.ticket
+    tid = ticket.id or 0
+    ids = {"message": token(tid, message.id)}
+    if ctx.parent is not None and ctx.root is not None:
+        ids |= {"parent": token(tid, ctx.parent), "root": token(tid, ctx.root)}
     body = message.body if len(message.body) <= EMAIL_BODY else message.body[:EMAIL_BODY] + "\n[…]"
     params: dict[str, object] = {
-        "ticket_id": ticket.id or 0, "ticket_title": ticket.title, "team_name": about.team_name,
-        "author_name": about.author_name, "body": body, "files": len(posted.attachments),
-        "reply": "1" if about.parent is not None else "", "link": f"/tickets/{ticket.id}",
+        "ticket_id": tid, "ticket_title": ticket.title, "team_name": ctx.team_name,
+        "author_name": ctx.author_name, "body": body, "files": files,
+        "reply": "1" if ctx.parent is not None else "", "link": f"/tickets/{tid}",
     }  # fmt: skip
-    task_ids = []
-    for p in people:
-        task_id = await mail.queue_email(
-            conn, to=p.email, template="ticket_message", params=params, locale=p.locale,
-            timezone=p.timezone, team_id=ticket.team_id, user_id=p.id, now=now, thread=ids,
-            ticket_id=ticket.id,
-        )  # fmt: skip
-        task_ids.append(task_id)
-    await conn.execute(
-        sa.text(
-            "INSERT INTO message_email (message_id, task_id, recipient_id) "
-            "SELECT :m, t, r FROM unnest(CAST(:ts AS int[]), CAST(:rs AS int[])) AS x(t, r)"
-        ),
-        {"m": message.id, "ts": task_ids, "rs": [p.id for p in people]},
-    )
-    return task_ids
+    emails = [
+        (p.id, mail.new_scope(),
+         mail.email_filters(p.email, "ticket_message", params, p.locale, p.timezone, ids))
+        for p in ctx.recipients
+    ]  # fmt: skip
+    return await ledger_mail.accept_message_emails(
+        conn, message_id=message.id, team_id=ticket.team_id, ticket_id=tid, emails=emails,
+        max_attempts=mail.MAX_ATTEMPTS, mail_max=rt.settings.team_mail_max_queued, now=now,
+    )  # fmt: skip
 
 
 async def redact_message(rt: Runtime, user_id: int, message_id: int) -> thread.Message:

@@ -153,6 +153,34 @@ async def queue_email(
     """Insert one EMAIL task (WAITING, short lane) in the caller's open transaction and return
     its id; it is sent after the caller commits (the dispatcher's next pass). `template` names
     one of `TEMPLATES`; bad input raises ValidationProblem before anything is written."""
+    task = await ledger_mail.accept_email(
+        conn,
+        team_id=team_id,
+        owner_id=user_id,
+        scope_key=new_scope(),
+        filters=email_filters(to, template, params, locale, timezone, thread),
+        max_attempts=MAX_ATTEMPTS,
+        now=now,
+        ticket_id=ticket_id,
+    )
+    return task.id or 0
+
+
+def new_scope() -> str:
+    """An EMAIL task's scope: its own (e-mails never conflict with one another)."""
+    return f"email:{secrets.token_hex(12)}"
+
+
+def email_filters(
+    to: str,
+    template: str,
+    params: dict[str, object],
+    locale: str,
+    timezone: str,
+    thread: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An EMAIL task's filters, checked: a bad address, template, parameter or time zone raises
+    ValidationProblem, and the message is rendered once so a template error surfaces here."""
     filters = {
         "to": _address(to),
         "template": template,
@@ -162,18 +190,8 @@ async def queue_email(
     }
     if thread:
         filters["thread"] = _thread(thread)
-    render(filters, public_url="http://check.invalid")  # a template error surfaces here, not later
-    task = await ledger_mail.accept_email(
-        conn,
-        team_id=team_id,
-        owner_id=user_id,
-        scope_key=f"email:{secrets.token_hex(12)}",
-        filters=filters,
-        max_attempts=MAX_ATTEMPTS,
-        now=now,
-        ticket_id=ticket_id,
-    )
-    return task.id or 0
+    render(filters, public_url="http://check.invalid")
+    return filters
 
 
 def _thread(thread: dict[str, str]) -> dict[str, str]:

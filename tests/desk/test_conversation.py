@@ -1,12 +1,16 @@
 """The conversation's rules: replies and notes, who hears of them, status and history, files."""
 
 import io
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from desk.core.errors import NotAllowed, NotFound, TooLarge, ValidationProblem
 from desk.helpdesk import tickets
+from desk.ledger import lanes
+from desk.ledger import mail as ledger_mail
+from desk.ledger import sends as ledger_sends
 from desk.reads import conversation as reads
 from desk.work import conversation, mail
 
@@ -142,3 +146,63 @@ async def test_unassigned_replies_go_to_staff_who_want_them(rt, world):
         rt, world.staff, world.tickets["printer"], "looking", internal=True
     )
     assert note.email_task_ids == [] and len(await _emails(rt)) == 1, "notes are never mailed"
+
+
+async def _sends(rt, task_ids):
+    """(sends, reserved) of each task, as the ledger has them."""
+    async with rt.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.text(
+                "SELECT sends, dispatched_at IS NOT NULL AS reserved FROM background_task "
+                "WHERE id = ANY(:ids) ORDER BY id"
+            ),
+            {"ids": task_ids},
+        )
+        return [tuple(r) for r in rows]
+
+
+async def test_a_reply_is_in_redis_when_the_post_returns(rt, world):
+    posted = await conversation.post_message(rt, world.staff, world.tickets["login"], "Done")
+    assert posted.email_task_ids and len(posted.sends) == len(posted.email_task_ids)
+    assert await _sends(rt, posted.email_task_ids) == [(1, True)]
+    assert await rt.queue.held([d.message() for d in posted.sends]) == [True]
+
+
+async def test_a_reply_waits_for_the_dispatcher_when_its_team_window_is_full(rt, world):
+    window = rt.settings.team_mail_max_queued
+    for i in range(window):  # the team's window of queued e-mails, full
+        await ledger_mail.accept_email(
+            rt.pg, team_id=world.team, owner_id=None, scope_key=f"storm:{i}",
+            filters={"to": f"s{i}@x.test"}, max_attempts=5, now=rt.clock(),
+        )  # fmt: skip
+    due = await ledger_sends.claim_due(
+        rt.pg, now=rt.clock(), lookahead=timedelta(minutes=1), redelivery=timedelta(minutes=1),
+        limit=1000, team_max=2, mail_max=window,
+    )  # fmt: skip
+    assert len(due) == window
+    posted = await conversation.post_message(rt, world.staff, world.tickets["login"], "Later")
+    assert posted.sends == [] and await _sends(rt, posted.email_task_ids) == [(0, False)]
+
+
+async def test_a_reply_waits_while_the_short_lane_is_paused(rt, world):
+    await lanes.pause(rt, lanes.SHORT, None)
+    posted = await conversation.post_message(rt, world.staff, world.tickets["login"], "Paused")
+    assert posted.sends == [] and await _sends(rt, posted.email_task_ids) == [(0, False)]
+    await lanes.resume(rt, lanes.SHORT)
+    again = await conversation.post_message(rt, world.staff, world.tickets["login"], "Resumed")
+    assert await _sends(rt, again.email_task_ids) == [(1, True)]
+
+
+async def test_a_post_over_a_cap_leaves_no_message_and_no_email(rt, world):
+    ticket = world.tickets["login"]
+    before = await _emails(rt)
+    with pytest.raises(TooLarge):
+        files = [
+            conversation.IncomingFile(
+                "big.bin", Bytes(b"x" * (rt.settings.attachment_max_bytes + 1))
+            )
+        ]
+        await conversation.post_message(rt, world.customer, ticket, "huge", files=files)
+    assert await _emails(rt) == before
+    staff_view = await reads.read_thread(rt, world.staff, ticket)
+    assert "huge" not in [m.body for m in staff_view.messages.items]
