@@ -1,14 +1,19 @@
-"""Everything a ticket's page shows, read in one round trip (docs/architecture.md,
+"""Everything a ticket's page shows, read in ONE statement (docs/architecture.md,
 "Conversation"): the ticket and the reader's role, the thread's opening window (its newest
 messages, their files, their e-mails' delivery for staff, the history among them, the names in
 it), the team's people for the Details block, and for staff the ticket's reminders.
 
 The page used to ask these one by one through SQLAlchemy (14 statements, a round trip and a
-pool ping each); here they go down one connection as a pipeline, in one read-only snapshot, as
-plain psycopg rows. The rules are those of the reads they replace — `conversation.read_thread`,
-`tickets.team_members`, `reminders.pending_reminder`, `tasks.list_tasks` — and every statement
-carries the visibility check itself (`_READER`): a ticket the reader may not see, or a note for
-a customer, is never read, not only never shown."""
+pool ping each), then as 9 pipelined statements in a read-only snapshot, each computing the
+visibility check and the window again. Here CTEs compute them once (`r`: the ticket, only when
+the reader may see it; `w`/`s`: the window; `h`: the history in it) and the answer is one row:
+the ticket's columns, each part of many rows as a JSON array of positional arrays, and the
+pending reminder's columns. One statement is one snapshot, so no transaction is needed.
+
+The rules are those of the reads they replace — `conversation.read_thread`,
+`tickets.team_members`, `reminders.pending_reminder`, `tasks.list_tasks` — and every part reads
+through `r`: a ticket the reader may not see answers no row at all (NotFound, as a missing
+one), and a note, its files and its delivery states are never read for a customer."""
 
 from __future__ import annotations
 
@@ -23,78 +28,103 @@ from desk.core.db import stale_plan
 from desk.core.errors import NotFound
 from desk.core.models import Role, Ticket
 from desk.core.pg import Pg
+from desk.core.rows import TaskRow
 from desk.helpdesk import attachments, thread
 from desk.helpdesk.attachments import Attachment
 from desk.helpdesk.tickets import TICKET_COLUMNS
 from desk.people import access
 from desk.reads import tasks
 from desk.reads.conversation import HISTORY_WINDOW, Delivery, ThreadView, delivery_state
-from desk.reads.tasks import TaskPage, TaskRow
+from desk.reads.json_rows import converter, decoder, json_array
+from desk.reads.tasks import TaskPage
 
 REMINDERS_SHOWN = 5  # the reminder box's "Earlier reminders" (ui/reminders_box.py HISTORY)
 
 _TICKET_NAMES = [c.strip().removeprefix("t.") for c in TICKET_COLUMNS.split(",")]
-_TICKET = (
-    f"SELECT {TICKET_COLUMNS}, m.role FROM ticket t LEFT JOIN membership m "
-    "ON m.team_id = t.team_id AND m.user_id = %(u)s WHERE t.id = %(t)s"
-)
-# The ticket, only when the reader may see it (access.can_see_ticket), with whether they are staff.
-_READER = (
-    "WITH r AS (SELECT t.id, t.team_id, m.role IN ('ADMIN', 'STAFF') AS staff FROM ticket t "
-    "JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
-    "WHERE t.id = %(t)s AND (m.role IN ('ADMIN', 'STAFF') OR t.creator_id = %(u)s))"
-)
-# The ticket's own id in the index conditions (not r's: the planner then walks the (ticket_id, id)
-# index backwards for the window instead of reading the whole thread and sorting it).
-# The window (`thread.messages(latest=True)`): the newest `wlim` = first + 1 messages the reader
-# may see (the one beyond `first` says there are earlier ones); `s`, the ones shown.
-_WINDOW = (
-    _READER + f", w AS (SELECT {thread.MESSAGE_COLUMNS} FROM ticket_message m "
-    "WHERE m.ticket_id = %(t)s AND EXISTS (SELECT FROM r) AND ((SELECT staff FROM r) "
-    "OR NOT m.internal) ORDER BY m.id DESC LIMIT %(wlim)s), "
-    "s AS (SELECT * FROM w ORDER BY id DESC LIMIT %(first)s)"
-)
-# The history shown among them (`conversation._history_between` for the newest window): from the
-# first message shown on when there are earlier ones, else all of it.
-_HISTORY = (
-    _WINDOW + f", h AS (SELECT {thread.CHANGE_COLUMNS} FROM ticket_history h "
-    "WHERE h.ticket_id = %(t)s AND EXISTS (SELECT FROM r) AND ((SELECT count(*) FROM w) <= %(first)s "
-    "OR h.at >= (SELECT created_at FROM s ORDER BY id LIMIT 1)) ORDER BY h.id LIMIT %(hlim)s)"
-)
-_MESSAGES = _WINDOW + " SELECT * FROM w ORDER BY id DESC"
+_N_TICKET = len(_TICKET_NAMES)
+
+
+def _bare(columns: str) -> list[str]:
+    return [c.strip() for c in columns.split(",")]
+
+
+# `r`: the ticket, only when the reader may see it (access.can_see_ticket), with their role.
+# The ticket's own id in the index conditions below (not r's: the planner then walks the
+# (ticket_id, id) index backwards for the window instead of reading the whole thread and sorting
+# it); `r` gates them as one-time filters (InitPlans), computed once for the whole statement.
+# `w`, the window (`thread.messages(latest=True)`): the newest `wlim` = first + 1 messages the
+# reader may see (the one beyond `first` says there are earlier ones); `s`, the ones shown.
+# `h`, the history shown among them (`conversation._history_between` for the newest window):
+# from the first message shown on when there are earlier ones, else all of it.
+_CTES = f"""WITH r AS (
+ SELECT t.id, t.team_id, m.role, m.role IN ('ADMIN', 'STAFF') AS staff FROM ticket t
+ JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s
+ WHERE t.id = %(t)s AND (m.role IN ('ADMIN', 'STAFF') OR t.creator_id = %(u)s)),
+w AS (SELECT {thread.MESSAGE_COLUMNS} FROM ticket_message m
+ WHERE m.ticket_id = %(t)s AND EXISTS (SELECT FROM r) AND ((SELECT staff FROM r) OR NOT m.internal)
+ ORDER BY m.id DESC LIMIT %(wlim)s),
+s AS (SELECT * FROM w ORDER BY id DESC LIMIT %(first)s),
+h AS (SELECT {thread.CHANGE_COLUMNS} FROM ticket_history h
+ WHERE h.ticket_id = %(t)s AND EXISTS (SELECT FROM r) AND ((SELECT count(*) FROM w) <= %(first)s
+ OR h.at >= (SELECT created_at FROM s ORDER BY id LIMIT 1)) ORDER BY h.id LIMIT %(hlim)s)"""
+
+_MESSAGES = f"(SELECT {json_array(_bare(thread.MESSAGE_COLUMNS), 'm.id DESC')} FROM w m)"
 _FILES = (
-    _WINDOW + f" SELECT {attachments.COLUMNS} FROM message_attachment a "
-    "WHERE a.message_id IN (SELECT id FROM s) ORDER BY a.message_id, a.id"
+    f"(SELECT {json_array(_bare(attachments.COLUMNS), 'a.message_id, a.id')} "
+    "FROM message_attachment a WHERE a.message_id IN (SELECT id FROM s))"
 )
+# Staff only: a customer's statement reads no delivery (the `r.staff` filter comes first).
+_DELIVERY_COLUMNS = [
+    "e.message_id", "b.id", "e.recipient_id", "coalesce(u.display_name, '')", "b.status",
+    "b.attempts", "b.last_error",
+]  # fmt: skip
 _DELIVERIES = (
-    _WINDOW + " SELECT e.message_id, b.id, e.recipient_id, coalesce(u.display_name, ''), "
-    "b.status, b.attempts, b.last_error FROM message_email e "
+    f"(SELECT {json_array(_DELIVERY_COLUMNS, 'e.message_id, b.id')} FROM message_email e "
     "JOIN background_task b ON b.id = e.task_id LEFT JOIN app_user u ON u.id = e.recipient_id "
-    "WHERE e.message_id IN (SELECT id FROM s) AND (SELECT staff FROM r) "
-    "ORDER BY e.message_id, b.id"
+    "WHERE r.staff AND e.message_id IN (SELECT id FROM s))"
 )
-_CHANGES = _HISTORY + " SELECT * FROM h"
+_CHANGES = f"(SELECT {json_array(_bare(thread.CHANGE_COLUMNS), 'h.id')} FROM h)"
 # Authors, redactors, actors and assignees named in the window (they may have left the team).
 _NAMES = (
-    _HISTORY + " SELECT id, display_name FROM app_user WHERE id IN ("
+    f"(SELECT {json_array(['n.id', 'n.display_name'], 'n.id')} FROM app_user n WHERE n.id IN ("
     "SELECT author_id FROM s UNION SELECT redacted_by FROM s UNION SELECT actor_id FROM h "
     "UNION SELECT CAST(x.v AS bigint) FROM h, LATERAL (VALUES (h.old_value), (h.new_value)) "
-    "x(v) WHERE h.field = 'assignee' AND x.v ~ '^[0-9]{1,18}$')"
+    "x(v) WHERE h.field = 'assignee' AND x.v ~ '^[0-9]{1,18}$'))"
 )
 # `tickets.team_members`: a customer sees the staff and themselves, and no one else's address.
+_MEMBER_COLUMNS = [
+    "u.id", "u.display_name", "CASE WHEN r.staff OR u.id = %(u)s THEN u.email ELSE '' END",
+    "m.role",
+]  # fmt: skip
 _MEMBERS = (
-    _READER + " SELECT u.id, u.display_name, "
-    "CASE WHEN r.staff OR u.id = %(u)s THEN u.email ELSE '' END, m.role "
-    "FROM r JOIN membership m ON m.team_id = r.team_id JOIN app_user u ON u.id = m.user_id "
-    "WHERE r.staff OR m.role <> 'CUSTOMER' OR u.id = %(u)s ORDER BY u.display_name"
+    f"(SELECT {json_array(_MEMBER_COLUMNS, 'u.display_name, u.id')} FROM membership m "
+    "JOIN app_user u ON u.id = m.user_id WHERE m.team_id = r.team_id "
+    "AND (r.staff OR m.role <> 'CUSTOMER' OR u.id = %(u)s))"
 )
-# `reminders.pending_reminder`: the ticket's active reminder, staff only.
+# Staff only: the ticket's reminders as `tasks.list_tasks(kind=REMINDER, ticket_id=…)` lists
+# them (a customer's team is NULL here: no membership row, nothing read).
+_STAFF_TEAM = sql.SQL("(SELECT team_id FROM r WHERE staff)")
+_RECENT = sql.SQL("(SELECT {agg} FROM ({listed}) l)").format(
+    agg=sql.SQL(json_array([f"l.{c}" for c in tasks.LIST_ROW], "l.id DESC NULLS FIRST")),
+    listed=tasks.list_sql(tasks.U, _STAFF_TEAM, ("kind", "ticket"), exists=False),
+)
+# `reminders.pending_reminder`: the ticket's active reminder, staff only (its columns as they are).
 _PENDING = sql.SQL(
-    _READER + " SELECT {cols} FROM r JOIN background_task t ON t.team_id = r.team_id "
-    "AND t.kind = 'REMINDER' AND t.scope_key = 'ticket:' || r.id "
-    "AND t.status IN ('WAITING', 'RUNNING') WHERE r.staff LIMIT 1"
+    "LEFT JOIN LATERAL (SELECT {cols} FROM background_task t WHERE r.staff "
+    "AND t.team_id = r.team_id AND t.kind = 'REMINDER' AND t.scope_key = 'ticket:' || r.id "
+    "AND t.status IN ('WAITING', 'RUNNING') LIMIT 1) p ON true"
 ).format(cols=tasks.task_columns())
-_TEAM = sql.SQL("(SELECT team_id FROM ticket WHERE id = %(t)s)")
+
+STATEMENT = (
+    _CTES + f" SELECT {TICKET_COLUMNS}, r.role, "
+    + ", ".join([_MESSAGES, _FILES, _DELIVERIES, _CHANGES, _NAMES, _MEMBERS, tasks.render(_RECENT)])
+    + ", p.* FROM r JOIN ticket t ON t.id = r.id " + tasks.render(_PENDING)
+)  # fmt: skip
+
+_message = decoder(thread.Message)
+_file = decoder(Attachment)
+_change = decoder(thread.Change)
+_task_values = converter(TaskRow)  # a reminder row's TaskRow columns, in place
 
 
 @dataclass
@@ -105,44 +135,27 @@ class TicketPage:
     reminders: TaskPage | None  # staff only: the ticket's latest reminders
 
 
-def _statements() -> list[str]:
-    # The ticket's reminders as `tasks.list_tasks(kind=REMINDER, ticket_id=…)` lists them.
-    recent = tasks.list_sql(tasks.U, _TEAM, ("kind", "ticket"), exists=False)
-    return [
-        _TICKET, _MESSAGES, _FILES, _DELIVERIES, _CHANGES, _NAMES, _MEMBERS,
-        tasks.render(_PENDING), tasks.render(recent),
-    ]  # fmt: skip
-
-
-STATEMENTS = _statements()
-
-
-async def _pipelined(pg: Pg, params: dict[str, Any]) -> list[list[tuple[Any, ...]]]:
-    """Every statement's rows, once more after a stale plan (as `Pg`'s reads: a migration
-    changed a prepared statement's result under this connection; nothing ran)."""
+async def _read(pg: Pg, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The statement's one row (None: no such ticket for this reader), once more after a stale
+    plan (as `Pg`'s reads: a migration changed a prepared statement's result under this
+    connection; nothing ran). Prepared from the first use on each connection: planning it costs
+    more than running it, and a pooled connection would otherwise plan it its first five times."""
     async with pg.connection() as conn:
         try:
-            return await _snapshot(conn, params)
+            return await _row(conn, params)
         except psycopg.errors.FeatureNotSupported as exc:
             if not stale_plan(exc):
                 raise
         await conn.execute("DEALLOCATE ALL")
-        return await _snapshot(conn, params)
+        return await _row(conn, params)
 
 
-async def _snapshot(
+async def _row(
     conn: psycopg.AsyncConnection[Any], params: dict[str, Any]
-) -> list[list[tuple[Any, ...]]]:
-    """One round trip, one read-only snapshot (a message posted meanwhile is in all of the
-    answers or in none). Prepared from the first use on each connection: planning these
-    statements costs more than running them, and a pooled connection would otherwise plan them
-    afresh its first five times."""
-    async with conn.pipeline(), conn.transaction():
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        cursors = [conn.cursor(row_factory=tuple_row) for _ in STATEMENTS]
-        for cursor, statement in zip(cursors, STATEMENTS, strict=True):
-            await cursor.execute(statement, params, prepare=True)
-        return [await c.fetchall() for c in cursors]
+) -> tuple[Any, ...] | None:
+    cursor = conn.cursor(row_factory=tuple_row)
+    await cursor.execute(STATEMENT, params, prepare=True)
+    return await cursor.fetchone()
 
 
 async def read_page(pg: Pg, user_id: int, ticket_id: int, *, first: int = 50) -> TicketPage:
@@ -152,34 +165,43 @@ async def read_page(pg: Pg, user_id: int, ticket_id: int, *, first: int = 50) ->
     params = {"u": user_id, "t": ticket_id, "first": first, "wlim": first + 1,
               "hlim": HISTORY_WINDOW, "kind": "REMINDER", "ticket": ticket_id,
               "lim": REMINDERS_SHOWN + 2}  # fmt: skip
-    found = await _pipelined(pg, params)
-    ticket_rows, messages, files, mailed, changes, names, members, pending, recent = found
-    if not ticket_rows or ticket_rows[0][-1] is None:
+    row = await _read(pg, params)
+    if row is None:
         raise NotFound("Ticket not found.")
-    row = ticket_rows[0]
-    ticket = Ticket(**dict(zip(_TICKET_NAMES, row[:-1], strict=True)))
-    member = access.Member(user_id, ticket.team_id, Role(row[-1]))
-    if not access.can_see_ticket(member, ticket.creator_id):
+    ticket = Ticket(**dict(zip(_TICKET_NAMES, row[:_N_TICKET], strict=True)))
+    member = access.Member(user_id, ticket.team_id, Role(row[_N_TICKET]))
+    if not access.can_see_ticket(member, ticket.creator_id):  # `r` checked it; so does Python
         raise NotFound("Ticket not found.")
-    view = ThreadView(ticket, member, _window(messages, first))
-    view.files = _by_message([Attachment(*r) for r in files], [m.id for m in view.messages.items])
+    messages, files, mailed, changes, names, members, recent = (
+        part or [] for part in row[_N_TICKET + 1 : _N_TICKET + 8]
+    )
+    pending = row[_N_TICKET + 8 :]
+    view = ThreadView(ticket, member, _window([_message(m) for m in messages], first))
+    view.files = _by_message([_file(a) for a in files], [m.id for m in view.messages.items])
     if member.is_staff:
         view.deliveries = _deliveries(mailed, view.messages.items)
-    view.history = [thread.Change(*r) for r in changes]
-    view.names = dict(names)
+    view.history = [_change(c) for c in changes]
+    view.names = {uid: name for uid, name in names}
     staff = member.is_staff
     return TicketPage(
         view,
         [(r[0], r[1], r[2], r[3]) for r in members],
-        TaskRow(*pending[0]) if staff and pending else None,
-        tasks.page_of(recent, REMINDERS_SHOWN + 1) if staff else None,
+        TaskRow(*pending) if staff and pending[0] is not None else None,
+        _reminders(recent) if staff else None,
     )
 
 
-def _window(rows: list[tuple[Any, ...]], first: int) -> thread.Page[thread.Message]:
-    items = [thread.Message(*r) for r in rows[:first]]
-    items.reverse()
-    return thread.Page(items, has_next=False, has_previous=len(rows) > first)
+def _reminders(rows: list[list[Any]]) -> TaskPage:
+    """The reminder list's rows (`tasks.LIST_ROW`, JSON) as `tasks.page_of` takes them."""
+    for r in rows:
+        _task_values(r)
+    return tasks.page_of(rows, REMINDERS_SHOWN + 1)
+
+
+def _window(items: list[thread.Message], first: int) -> thread.Page[thread.Message]:
+    shown = items[:first]
+    shown.reverse()
+    return thread.Page(shown, has_next=False, has_previous=len(items) > first)
 
 
 def _by_message(files: list[Attachment], ids: list[int]) -> dict[int, list[Attachment]]:
@@ -189,9 +211,7 @@ def _by_message(files: list[Attachment], ids: list[int]) -> dict[int, list[Attac
     return out
 
 
-def _deliveries(
-    rows: list[tuple[Any, ...]], shown: list[thread.Message]
-) -> dict[int, list[Delivery]]:
+def _deliveries(rows: list[list[Any]], shown: list[thread.Message]) -> dict[int, list[Delivery]]:
     out: dict[int, list[Delivery]] = {m.id: [] for m in shown}
     for message_id, task_id, recipient, name, status, attempts, error in rows:
         state = delivery_state(status, attempts)
