@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
 from ui import i18n, polling, rowcache, texts
+from ui.folding import FoldTranslations
 from web import wants
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -48,7 +49,8 @@ def environment(locale: str) -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"]),
-        extensions=["jinja2.ext.i18n"],
+        # FoldTranslations after i18n: a fixed string's translation compiled in (ui/folding.py).
+        extensions=["jinja2.ext.i18n", FoldTranslations],
         trim_blocks=True,
         lstrip_blocks=True,
         # Templates ship with the code: no stat of every file on every render to spot an edit

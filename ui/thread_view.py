@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from markupsafe import Markup
@@ -124,15 +125,25 @@ class Shown:
     def failed(self, m: Message) -> bool:
         return any(d.state == "failed" for d in self.deliveries(m))
 
-    def message_html(self, m: Message, macro: Any, v: Viewer, locale: str) -> Markup:
-        """`_thread.html`'s `message(m, t)` macro, remembered (ui.thread_cache) under every
-        input it reads: the message (its redaction too), the names, files and deliveries shown
-        with it, and the reader's side — staff, admin, language, zone and CSRF token."""
-        key = (
-            locale, v.tz.key, v.csrf, self.staff, self.admin, m, self.name(m.author_id),
-            self.name(m.redacted_by), tuple(self.files(m)), tuple(self.deliveries(m)),
-        )  # fmt: skip
-        return thread_cache.remembered(key, lambda: macro(m, self))
+    def items_html(self, message: Any, change: Any, v: Viewer, locale: str) -> Markup:
+        """`_thread.html`'s `items(t)`: its `message(m, t)` and `change(c, t)` macros over the
+        items in order, in one call from the template (a call through Jinja costs more than
+        the lookup it makes). A message's markup is remembered (ui.thread_cache) under every
+        input the macro reads: the message (its redaction too), the names, files and
+        deliveries shown with it, and the reader's side — staff, admin, language, zone and
+        CSRF token."""
+        side = (locale, v.tz.key, v.csrf, self.staff, self.admin)
+        out = []
+        for kind, item in self.items:
+            if kind != "message":
+                out.append(change(item, self))
+                continue
+            key = (
+                side, item, self.name(item.author_id), self.name(item.redacted_by),
+                tuple(self.files(item)), tuple(self.deliveries(item)),
+            )  # fmt: skip
+            out.append(thread_cache.remembered(key, partial(message, item, self)))
+        return Markup("").join(out)
 
     @staticmethod
     def text(body: str, quoted_label: str) -> Markup:
