@@ -34,7 +34,7 @@ from ui.thread_view import (
     at_us,
     chosen_files,
     fields_context,
-    page_context,
+    opening_page,
     read_thread,
     reply_context,
     shown,
@@ -262,12 +262,12 @@ async def _refused(
     request: Request, rt: Runtime, v: Viewer, ticket_id: int, problem: Any,
     values: dict[str, Any], files: int,
 ) -> Response:  # fmt: skip
-    """The form again, with the person's text and the error (422, or 413 for a cap)."""
-    view = await read_thread(rt, v.user_id, ticket_id, first=WINDOW)
-    ctx = reply_context(rt, shown(view), values=values, problem=problem, files=files)
+    """The form again, with the person's text and the error (422, or 413 for a cap); the
+    thread as the page opens on it, read as the page reads it (one statement)."""
+    page = await opening_page(rt, v, ticket_id)
+    ctx = reply_context(rt, page["t"], values=values, problem=problem, files=files)
     if not is_htmx(request):
-        whole = await page_context(rt, v, view) | ctx
-        return render(request, "ticket.html", whole, status=problem.http_status)
+        return render(request, "ticket.html", page | ctx, status=problem.http_status)
     ctx |= {"request": request, "v": v}
     answer = fragment(_html(v, "ticket.html", ctx, "reply"), status=problem.http_status)
     answer.headers.update({"HX-Retarget": "#reply", "HX-Reswap": "outerHTML"})

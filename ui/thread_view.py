@@ -25,7 +25,7 @@ from desk.reads import conversation as reads
 from desk.reads import ticket_page
 from desk.reads.conversation import Delivery, ThreadView
 from ui import message_text, thread_cache
-from ui.reminders_box import reminders_context, reminders_of
+from ui.reminders_box import reminders_of
 from ui.viewer import Viewer
 
 WINDOW = 50  # messages a page opens on, and a "Show earlier" brings
@@ -234,8 +234,8 @@ def reply_context(
 
 
 async def opening_page(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, Any]:
-    """`page_context` of the thread's opening window, every part of it read in one round trip
-    (`desk.reads.ticket_page`)."""
+    """The whole ticket page — Details, the thread's opening window, the reply box, staff's
+    reminders — every part of it read in one statement (`desk.reads.ticket_page`)."""
     page = await ticket_page.read_page(rt.pg, v.user_id, ticket_id, first=WINDOW)
     context = fields_of(v, page.view.ticket, page.members)
     context |= reply_context(rt, shown(page.view))
@@ -243,14 +243,4 @@ async def opening_page(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, Any]
     context["read_at"] = at_us(now)
     if context["is_staff"] and page.reminders is not None:
         context |= reminders_of(v, page.view.ticket, page.pending, page.reminders, now)
-    return context
-
-
-async def page_context(rt: Runtime, v: Viewer, view: ThreadView) -> dict[str, Any]:
-    """The whole ticket page: Details, the thread's window, the reply box, staff's reminders."""
-    context = await fields_context(rt, v, view.ticket)
-    context |= reply_context(rt, shown(view))
-    context["read_at"] = at_us(rt.clock())
-    if context["is_staff"]:
-        context |= await reminders_context(rt, v, view.ticket)
     return context

@@ -138,3 +138,29 @@ async def test_a_ticket_not_theirs_answers_as_a_missing_one(rt, world) -> None:
     assert len(set(answers)) == 1
     with pytest.raises(NotFound):
         await conversation.read_thread(rt, world.customer2, ticket)
+
+
+async def test_the_page_of_a_ticket_not_theirs_is_the_page_of_a_missing_one(
+    page_as, world, rt
+) -> None:
+    ticket = await _busy_ticket(rt, world)
+    for user in (world.customer2, world.outsider):
+        reader = await page_as(user)
+        foreign = await reader.get(f"/tickets/{ticket}")
+        missing = await reader.get(f"/tickets/{10**9}")
+        assert foreign.status_code == missing.status_code == 404
+        path = f"/tickets/{ticket}", f"/tickets/{10**9}"
+        assert foreign.text.replace(path[0], "/N") == missing.text.replace(path[1], "/N")
+
+
+async def test_a_refused_post_shows_the_page_as_it_opens(page_as, world, rt) -> None:
+    """Without htmx a refused reply answers the whole page, read as the page reads it."""
+    ticket = await _busy_ticket(rt, world)
+    staff = await page_as(world.staff)
+    refused = await staff.post(
+        f"/tickets/{ticket}/messages", data={"body": " ", "csrf_token": staff.csrf}
+    )
+    assert refused.status_code == 422
+    page = (await staff.get(f"/tickets/{ticket}")).text
+    for part in ('id="ticket-fields"', 'id="reminders"', "Undeliverable", "Retry sending"):
+        assert part in refused.text and part in page
