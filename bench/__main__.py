@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from bench import b_burst, b_export, b_ledger, b_metrics, b_pipeline, b_reminders, b_search, env
 from bench.b_limits import hung_task
+from bench.b_noisy import noisy_team
 from bench.b_peers import pipeline_pgqueuer, pipeline_procrastinate  # needs: uv sync --group bench
 from bench.harness import FULL, QUICK, Ctx, load_people, runtime
 from bench.stats import Row, save, table
@@ -36,6 +37,7 @@ def registry() -> dict[str, Bench]:
         "pipeline-procrastinate": pipeline_procrastinate,
         "pipeline-pgqueuer": pipeline_pgqueuer,
         "hung-task": hung_task,
+        "noisy-team": noisy_team,
         "reminder-lateness": b_reminders.reminder_lateness,
         "reminder-burst": b_burst.reminder_burst,
         "status-read": b_http.status_read,
