@@ -103,6 +103,19 @@ class Send:
     send: int
     lane: str
     due: datetime
+    urgent: bool = False  # ahead of the lane's other due work (desk/ledger/sends.py `urgent`)
+
+
+# Where an urgent send that is due goes in its lane's line: a day before its due time, ahead of
+# every ordinary job that waits (arq's workers take due jobs lowest score first). A deferred one
+# keeps its due time as its score, so it never starts early.
+URGENT_AHEAD_MS = 86_400_000
+
+
+def line_score(s: Send, now_ms: int) -> int:
+    """The send's score in its lane's sorted set (arq's: when it is due, in ms)."""
+    due = _ms(s.due)
+    return due - URGENT_AHEAD_MS if s.urgent and due <= now_ms else due
 
 
 @dataclass(frozen=True)
@@ -292,7 +305,9 @@ class Queue:
     def _argv(self, sends: list[Send], now_ms: int, trace: dict[str, str]) -> list[Any]:
         """The send script's arguments (see `_SEND`)."""
         lane = {name: i for i, name in enumerate(LANES, 1)}
-        jobs = "".join(f"{s.task_id} {s.run} {s.send} {_ms(s.due)} {lane[s.lane]} " for s in sends)
+        jobs = "".join(
+            f"{s.task_id} {s.run} {s.send} {line_score(s, now_ms)} {lane[s.lane]} " for s in sends
+        )
         return [
             *_PREFIXES, job_id(self.prefix, 0, 0, 0).removesuffix("0:0:0"),
             *_payload_parts(now_ms, trace), now_ms, expires_extra_ms,  # as arq: a day past due
@@ -431,6 +446,8 @@ class Queue:
             due = datetime.fromtimestamp(float(score) / 1000, UTC)
             if due.timestamp() > time.time():
                 return f"deferred until {due:%Y-%m-%d %H:%M:%S} UTC: {where}"
+            if due.timestamp() < time.time() - URGENT_AHEAD_MS / 2000:
+                return f"queued ahead of ordinary work (urgent): {where}"
             return f"queued (due since {due:%H:%M:%S} UTC): {where}"
         if result:
             return f"finished: {where} left a result"

@@ -81,7 +81,9 @@ async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
     due: ledger_sends.Due | None
     if task.dispatched_at is not None and task.sends > 0:
         # the insert's own send
-        due = ledger_sends.Due(task.id, task.run, task.run_at, task.sends, task.kind)
+        filters = getattr(task, "filters", None) or {}
+        urgent = ledger_sends.urgent(task.kind, filters.get("template"))
+        due = ledger_sends.Due(task.id, task.run, task.run_at, task.sends, task.kind, urgent)
     else:
         async with rt.engine.begin() as conn:
             due = await ledger_sends.reserve_send(

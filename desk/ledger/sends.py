@@ -19,6 +19,28 @@ from desk.core.queue import Send
 from desk.ledger import sql
 from desk.ledger.lanes import LANES, LONG, lane_of, lane_sql
 
+# Urgent work goes ahead of the rest of its lane's line in Redis (docs/architecture.md,
+# "Priorities"): reminders, which someone set for a moment, and security mail (a password
+# reset, an invitation), which someone is waiting for; bulk and conversation mail and the rest
+# keep their due-time order behind them.
+URGENT_KINDS = ("REMINDER",)
+URGENT_TEMPLATES = ("password_reset", "invitation")
+
+
+def urgent(kind: str, template: str | None = None) -> bool:
+    """Whether a task of `kind` (an e-mail of `template`) is urgent; `urgent_sql` asks the same."""
+    return kind in URGENT_KINDS or (kind == "EMAIL" and template in URGENT_TEMPLATES)
+
+
+def urgent_sql(t: str) -> str:
+    """`urgent` of the row `t` (a table alias), in SQL."""
+    kinds = ", ".join(f"'{k}'" for k in URGENT_KINDS)
+    templates = ", ".join(f"'{k}'" for k in URGENT_TEMPLATES)
+    return (
+        f"({t}.kind IN ({kinds}) OR ({t}.kind = 'EMAIL' "
+        f"AND {t}.filters->>'template' IN ({templates})))"
+    )
+
 
 @dataclass(frozen=True)
 class Due:
@@ -29,6 +51,7 @@ class Due:
     run_at: datetime
     send: int
     kind: str
+    urgent: bool = False
 
     @property
     def lane(self) -> str:
@@ -36,7 +59,7 @@ class Due:
 
     def message(self) -> Send:
         """The hand-off to Redis this send reserved."""
-        return Send(self.task_id, self.run, self.send, self.lane, self.run_at)
+        return Send(self.task_id, self.run, self.send, self.lane, self.run_at, self.urgent)
 
 
 _LONG_KINDS = ", ".join(f"'{k}'" for k in LANES[LONG])
@@ -57,7 +80,7 @@ def _sendable(row: str) -> str:
     )
 
 
-_RETURNING = "RETURNING b.id, b.run, b.run_at, b.sends, b.kind"
+_RETURNING = f"RETURNING b.id, b.run, b.run_at, b.sends, b.kind, {urgent_sql('b')} AS urgent"
 # A team's e-mail (not a password reset's, which has no team) shares the short lane with every
 # other team's work: at most `mail_max` of one team's due e-mails are in Redis, sent and not yet
 # claimed, at a time, so 5,000 of one team's e-mails cannot stand in front of another team's
@@ -114,7 +137,7 @@ UNSEND = (
     "WHERE b.id = u.id AND b.sends = u.send AND b.status = 'WAITING'"
 )
 SENT_WAITING = (
-    "SELECT id, run, run_at, sends, kind FROM background_task "
+    f"SELECT id, run, run_at, sends, kind, {urgent_sql('w')} AS urgent FROM background_task w "
     "WHERE status = 'WAITING' AND dispatched_at IS NOT NULL AND id > %(after)s "
     " AND id <> ALL(CAST(%(keep)s AS bigint[])) ORDER BY id LIMIT %(lim)s"
 )
@@ -136,7 +159,7 @@ class Hold:
 
 
 def _dues(rows: list[dict[str, Any]]) -> list[Due]:
-    return [Due(r["id"], r["run"], r["run_at"], r["sends"], r["kind"]) for r in rows]
+    return [Due(r["id"], r["run"], r["run_at"], r["sends"], r["kind"], r["urgent"]) for r in rows]
 
 
 async def claim_due(

@@ -88,7 +88,14 @@ async def test_a_mail_storm_does_not_hold_back_another_teams_reminder(
         storm_then = await wait_for(
             both_done, timeout=120, what="the other team's reminder and the reset to run"
         )
+
+        async def storm_moves() -> dict[str, int] | None:
+            now = await _status(rt, storm)
+            return now if now.get("COMPLETED", 0) >= 1 else None
+
+        # Both are urgent (docs/architecture.md, "Priorities"), so they may well run before any
+        # of the storm; the storm is not held back for ever either, a window at a time.
+        await wait_for(storm_moves, timeout=120, what="the storm to be sent too")
     finally:
         worker.stop()
     assert storm_then.get("WAITING", 0) > STORM // 2, storm_then  # most of the storm still waits
-    assert storm_then.get("COMPLETED", 0) >= 1, "the storm is sent too, a window at a time"
