@@ -106,16 +106,20 @@ class Send:
     urgent: bool = False  # ahead of the lane's other due work (desk/ledger/sends.py `urgent`)
 
 
-# Where an urgent send that is due goes in its lane's line: a day before its due time, ahead of
-# every ordinary job that waits (arq's workers take due jobs lowest score first). A deferred one
-# keeps its due time as its score, so it never starts early.
+# Where a send goes in its lane's line (arq's workers take due jobs lowest score first). One not
+# due yet is scored by its due time, so it never starts early. One that is due joins the line at
+# the moment it is sent, behind what already waits: a team's e-mail topped up long after it was
+# queued (desk/ledger/sends.py, "Fair sends") must not jump ahead of work sent before it. An
+# urgent one goes a day ahead of that, before every ordinary job waiting.
 URGENT_AHEAD_MS = 86_400_000
 
 
 def line_score(s: Send, now_ms: int) -> int:
-    """The send's score in its lane's sorted set (arq's: when it is due, in ms)."""
+    """The send's score in its lane's sorted set, in ms."""
     due = _ms(s.due)
-    return due - URGENT_AHEAD_MS if s.urgent and due <= now_ms else due
+    if due > now_ms:
+        return due
+    return now_ms - URGENT_AHEAD_MS if s.urgent else now_ms
 
 
 @dataclass(frozen=True)
@@ -448,7 +452,7 @@ class Queue:
                 return f"deferred until {due:%Y-%m-%d %H:%M:%S} UTC: {where}"
             if due.timestamp() < time.time() - URGENT_AHEAD_MS / 2000:
                 return f"queued ahead of ordinary work (urgent): {where}"
-            return f"queued (due since {due:%H:%M:%S} UTC): {where}"
+            return f"queued (in line since {due:%H:%M:%S} UTC): {where}"
         if result:
             return f"finished: {where} left a result"
         lost = (

@@ -61,7 +61,8 @@ async def test_get_connection_asks_ensure_connection(rt: Runtime, monkeypatch) -
     assert seen == [conn]
 
 
-def test_the_buffers_report_data_as_the_pool_reads_them() -> None:
+async def test_the_buffers_report_data_as_the_pool_reads_them() -> None:
+    # async: a StreamReader needs a running loop (a sync test found none after another closed it)
     reader = hiredis.Reader()
     assert not reader.has_data()
     reader.feed(b"+OK\r\n")
