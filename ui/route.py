@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from desk.core.errors import DeskError, NotFound, Unauthenticated, ValidationProblem
 from desk.people import throttle
 from ui.render import is_htmx, render
-from ui.viewer import LoginRequired, login_url, same_site_path
+from ui.viewer import LoginRequired, login_url, same_site_path, viewer_for_error
 from web import csrf
 from web.auth import read_session
 from web.errors import retry_after_headers
@@ -133,6 +133,10 @@ class UiRoute(APIRoute):
                         await _count_change(request)
                 return await handler(request)
             except Exception as exc:
+                if isinstance(exc, RequestValidationError):
+                    # A route that reads its viewer itself (the ticket page, with its page) had
+                    # not come to it: the error page still shows the reader's header.
+                    await viewer_for_error(request)
                 answer = refused_page(request, exc)
                 if answer is None:
                     raise

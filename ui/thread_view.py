@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from fastapi import Request
 from markupsafe import Markup
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 
 from desk.core import inputs
-from desk.core.errors import TooLarge
+from desk.core.errors import NotFound, TooLarge
 from desk.core.models import Priority, Role, Ticket, TicketStatus
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
@@ -26,7 +27,8 @@ from desk.reads import ticket_page
 from desk.reads.conversation import Delivery, ThreadView
 from ui import message_text, thread_cache
 from ui.reminders_box import reminders_of
-from ui.viewer import Viewer
+from ui.viewer import Viewer, team_cookie, viewer_of
+from web.auth import session_secret
 
 WINDOW = 50  # messages a page opens on, and a "Show earlier" brings
 UNDER_WAY = ("sending", "retrying")
@@ -236,7 +238,26 @@ def reply_context(
 async def opening_page(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, Any]:
     """The whole ticket page — Details, the thread's opening window, the reply box, staff's
     reminders — every part of it read in one statement (`desk.reads.ticket_page`)."""
-    page = await ticket_page.read_page(rt.pg, v.user_id, ticket_id, first=WINDOW)
+    return _context_of(
+        rt, v, await ticket_page.read_page(rt.pg, v.user_id, ticket_id, first=WINDOW)
+    )
+
+
+async def session_page(rt: Runtime, request: Request, ticket_id: int) -> dict[str, Any]:
+    """`opening_page` for the request's session, who is looking read in the same statement
+    (`read_with_session`): the page viewer's (`ui.viewer.page_viewer`) answers, so no session
+    sends the browser to sign in, and a ticket not theirs is a "not found" with their header."""
+    secret = session_secret(rt, request)
+    found, page = await ticket_page.read_with_session(
+        rt.pg, secret or "", rt.clock(), ticket_id, first=WINDOW
+    )
+    v = viewer_of(request, found, team_cookie(request))
+    if page is None:
+        raise NotFound("Ticket not found.")
+    return _context_of(rt, v, page)
+
+
+def _context_of(rt: Runtime, v: Viewer, page: ticket_page.TicketPage) -> dict[str, Any]:
     context = fields_of(v, page.view.ticket, page.members)
     context |= reply_context(rt, shown(page.view))
     now = rt.clock()

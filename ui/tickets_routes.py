@@ -22,8 +22,8 @@ from ui import task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
-from ui.thread_view import chosen_files, fields_context, opening_page, too_many_files
-from ui.viewer import PageViewer, Viewer
+from ui.thread_view import chosen_files, fields_context, session_page, too_many_files
+from ui.viewer import PageViewer, Viewer, page_viewer
 from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
@@ -152,13 +152,15 @@ async def _ticket_context(rt: Runtime, v: Viewer, ticket_id: int) -> dict[str, A
 
 
 @router.get("/tickets/{ticket_id}")
-async def ticket_page(request: Request, ticket_id: int, rt: RuntimeDep, v: PageViewer) -> Response:
-    fragments = {"reminders": "reminders", "ticket-fields": "fields"}
-    block = fragments.get(request.headers.get("hx-target", ""), "fields")
+async def ticket_page(request: Request, ticket_id: int, rt: RuntimeDep) -> Response:
     if is_htmx(request):
+        fragments = {"reminders": "reminders", "ticket-fields": "fields"}
+        block = fragments.get(request.headers.get("hx-target", ""), "fields")
+        v = await page_viewer(request, rt)
         return render(request, "ticket.html", await _ticket_context(rt, v, ticket_id), block=block)
-    # The thread opens on its newest messages (docs/architecture.md, "Conversation").
-    return render(request, "ticket.html", await opening_page(rt, v, ticket_id))
+    # The thread opens on its newest messages (docs/architecture.md, "Conversation"), read
+    # with the session in one statement: no PageViewer dependency, which would read it first.
+    return render(request, "ticket.html", await session_page(rt, request, ticket_id))
 
 
 def _assignee(value: str) -> int | None:

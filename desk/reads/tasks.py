@@ -197,7 +197,8 @@ def person_columns() -> Sql:
 
 
 @cache
-def _viewer_sql(with_teams: bool, with_task: bool, with_unread: bool = False) -> str:
+def viewer_sql(with_teams: bool, with_task: bool, with_unread: bool = False) -> str:
+    """`viewer`'s statement (desk.reads.ticket_page reads the ticket page with it)."""
     # Read as a tuple row: csrf and the person's columns, then teams and unread when asked, then
     # the task part — `task_sql` as a lateral join whose reader is the session's user.
     cols: list[Sql] = [sql.SQL("s.csrf"), person_columns()]
@@ -232,9 +233,14 @@ async def viewer(
     params: dict[str, Any] = {"sid": sessions.session_digest(secret), "now": now}
     if with_task:
         params["task"] = task_id
-    data = await pg.row(_viewer_sql(teams, with_task, unread), params)
-    if data is None:
-        return None
+    data = await pg.row(viewer_sql(teams, with_task, unread), params)
+    return None if data is None else session_view(data, teams=teams, task=with_task, unread=unread)
+
+
+def session_view(
+    data: Sequence[Any], *, teams: bool, task: bool = False, unread: bool = False
+) -> SessionView:
+    """`viewer_sql`'s row (a tuple row, or its first columns) as a SessionView."""
     at = 1 + len(PERSON_COLUMNS)
     person = Person(*data[1:at])
     team_list = None
@@ -245,7 +251,7 @@ async def viewer(
     if unread:
         count = int(data[at])
         at += 1
-    hit = _hit(data[at:], person.id) if with_task else None
+    hit = _hit(data[at:], person.id) if task else None
     return SessionView(person, data[0], team_list, hit, count)
 
 

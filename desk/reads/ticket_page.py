@@ -17,7 +17,9 @@ one), and a note, its files and its delivery states are never read for a custome
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -32,11 +34,11 @@ from desk.core.rows import TaskRow
 from desk.helpdesk import attachments, thread
 from desk.helpdesk.attachments import Attachment
 from desk.helpdesk.tickets import TICKET_COLUMNS
-from desk.people import access
+from desk.people import access, sessions
 from desk.reads import tasks
 from desk.reads.conversation import HISTORY_WINDOW, Delivery, ThreadView, delivery_state
 from desk.reads.json_rows import converter, decoder, json_array
-from desk.reads.tasks import TaskPage
+from desk.reads.tasks import SessionView, TaskPage
 
 REMINDERS_SHOWN = 5  # the reminder box's "Earlier reminders" (ui/reminders_box.py HISTORY)
 
@@ -56,7 +58,7 @@ def _bare(columns: str) -> list[str]:
 # reader may see (the one beyond `first` says there are earlier ones); `s`, the ones shown.
 # `h`, the history shown among them (`conversation._history_between` for the newest window):
 # from the first message shown on when there are earlier ones, else all of it.
-_CTES = f"""WITH r AS (
+_CTES = f"""r AS (
  SELECT t.id, t.team_id, m.role, m.role IN ('ADMIN', 'STAFF') AS staff FROM ticket t
  JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s
  WHERE t.id = %(t)s AND (m.role IN ('ADMIN', 'STAFF') OR t.creator_id = %(u)s)),
@@ -115,11 +117,20 @@ _PENDING = sql.SQL(
     "AND t.status IN ('WAITING', 'RUNNING') LIMIT 1) p ON true"
 ).format(cols=tasks.task_columns())
 
-STATEMENT = (
-    _CTES + f" SELECT {TICKET_COLUMNS}, r.role, "
+_ROW = (
+    f"SELECT {TICKET_COLUMNS}, r.role, "
     + ", ".join([_MESSAGES, _FILES, _DELIVERIES, _CHANGES, _NAMES, _MEMBERS, tasks.render(_RECENT)])
     + ", p.* FROM r JOIN ticket t ON t.id = r.id " + tasks.render(_PENDING)
 )  # fmt: skip
+STATEMENT = f"WITH {_CTES} {_ROW}"
+# The page with the session's viewer first (`tasks.viewer` with teams, as whole pages read it):
+# its user is the reader, and a ticket they may not see leaves the page's columns NULL.
+_ME = "(SELECT id FROM me)"
+WITH_SESSION = (
+    f"WITH me AS ({tasks.viewer_sql(True, False)}), {_CTES.replace('%(u)s', _ME)} "
+    f"SELECT me.*, x.* FROM me LEFT JOIN LATERAL ({_ROW.replace('%(u)s', _ME)}) x ON true"
+)
+_N_SESSION = 2 + len(tasks.PERSON_COLUMNS)  # csrf, the person, the teams
 
 _message = decoder(thread.Message)
 _file = decoder(Attachment)
@@ -135,43 +146,68 @@ class TicketPage:
     reminders: TaskPage | None  # staff only: the ticket's latest reminders
 
 
-async def _read(pg: Pg, params: dict[str, Any]) -> tuple[Any, ...] | None:
+async def _read(pg: Pg, statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """The statement's one row (None: no such ticket for this reader), once more after a stale
     plan (as `Pg`'s reads: a migration changed a prepared statement's result under this
     connection; nothing ran). Prepared from the first use on each connection: planning it costs
     more than running it, and a pooled connection would otherwise plan it its first five times."""
     async with pg.connection() as conn:
         try:
-            return await _row(conn, params)
+            return await _row(conn, statement, params)
         except psycopg.errors.FeatureNotSupported as exc:
             if not stale_plan(exc):
                 raise
         await conn.execute("DEALLOCATE ALL")
-        return await _row(conn, params)
+        return await _row(conn, statement, params)
 
 
 async def _row(
-    conn: psycopg.AsyncConnection[Any], params: dict[str, Any]
+    conn: psycopg.AsyncConnection[Any], statement: str, params: dict[str, Any]
 ) -> tuple[Any, ...] | None:
     cursor = conn.cursor(row_factory=tuple_row)
-    await cursor.execute(STATEMENT, params, prepare=True)
+    await cursor.execute(statement, params, prepare=True)
     return await cursor.fetchone()
+
+
+def _params(ticket_id: int, first: int) -> dict[str, Any]:
+    # `lim` is the reminder list's (`tasks.list_sql`): one more than it shows, as list_tasks.
+    return {"t": ticket_id, "first": first, "wlim": first + 1, "hlim": HISTORY_WINDOW,
+            "kind": "REMINDER", "ticket": ticket_id, "lim": REMINDERS_SHOWN + 2}  # fmt: skip
 
 
 async def read_page(pg: Pg, user_id: int, ticket_id: int, *, first: int = 50) -> TicketPage:
     """The ticket's page as `user_id` may see it, opening on its newest `first` messages;
     NotFound when the ticket is missing or not theirs (as `tickets.visible_ticket`)."""
-    # `lim` is the reminder list's (`tasks.list_sql`): one more than it shows, as list_tasks.
-    params = {"u": user_id, "t": ticket_id, "first": first, "wlim": first + 1,
-              "hlim": HISTORY_WINDOW, "kind": "REMINDER", "ticket": ticket_id,
-              "lim": REMINDERS_SHOWN + 2}  # fmt: skip
-    row = await _read(pg, params)
-    if row is None:
+    row = await _read(pg, STATEMENT, _params(ticket_id, first) | {"u": user_id})
+    found = _page_of(row, user_id, first) if row is not None else None
+    if found is None:
         raise NotFound("Ticket not found.")
+    return found
+
+
+async def read_with_session(
+    pg: Pg, secret: str, now: datetime, ticket_id: int, *, first: int = 50
+) -> tuple[SessionView | None, TicketPage | None]:
+    """The live session behind a cookie's secret, as `tasks.viewer(teams=True)` reads it, and
+    the ticket's page as its user may see it (`read_page`), in one statement: (None, None)
+    without a live session, (the session, None) when the ticket is missing or not theirs."""
+    if not secret or len(secret) > 128:
+        return None, None
+    params = _params(ticket_id, first) | {"sid": sessions.session_digest(secret), "now": now}
+    row = await _read(pg, WITH_SESSION, params)
+    if row is None:
+        return None, None
+    found = tasks.session_view(row[:_N_SESSION], teams=True)
+    page = row[_N_SESSION:]
+    return found, _page_of(page, found.person.id, first) if page[0] is not None else None
+
+
+def _page_of(row: Sequence[Any], user_id: int, first: int) -> TicketPage | None:
+    """The page part of a row (`_ROW`'s columns); None when `user_id` may not see the ticket."""
     ticket = Ticket(**dict(zip(_TICKET_NAMES, row[:_N_TICKET], strict=True)))
     member = access.Member(user_id, ticket.team_id, Role(row[_N_TICKET]))
     if not access.can_see_ticket(member, ticket.creator_id):  # `r` checked it; so does Python
-        raise NotFound("Ticket not found.")
+        return None
     messages, files, mailed, changes, names, members, recent = (
         part or [] for part in row[_N_TICKET + 1 : _N_TICKET + 8]
     )

@@ -164,3 +164,17 @@ async def test_a_refused_post_shows_the_page_as_it_opens(page_as, world, rt) -> 
     page = (await staff.get(f"/tickets/{ticket}")).text
     for part in ('id="ticket-fields"', 'id="reminders"', "Undeliverable", "Retry sending"):
         assert part in refused.text and part in page
+
+
+async def test_the_page_reads_its_session_in_the_same_statement(page_as, world, rt) -> None:
+    """No session read before the page: a revoked session is refused on the next load, and a
+    malformed id's "not found" still shows who is signed in."""
+    ticket = await _busy_ticket(rt, world)
+    staff = await page_as(world.staff)
+    assert (await staff.get(f"/tickets/{ticket}")).status_code == 200
+    malformed = await staff.get("/tickets/abc")
+    assert malformed.status_code == 404 and "Sign out" in malformed.text
+    await _sql(rt, "UPDATE web_session SET revoked_at = now() WHERE user_id = :u", u=world.staff)
+    refused = await staff.get(f"/tickets/{ticket}")
+    assert refused.status_code == 303
+    assert refused.headers["location"] == f"/login?next=/tickets/{ticket}"
