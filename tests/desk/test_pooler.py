@@ -136,3 +136,41 @@ async def test_accepts_through_the_pooler_leave_no_session_state(settings: Setti
     ids = [i for batch in made for i in batch]
     assert len(ids) == len(set(ids)) == 80
     assert left == [], "a prepared statement stays on the server connection"
+
+
+async def test_pipelined_posts_through_the_pooler(settings: Settings, world):
+    """A post runs pipelined (`Pg.transaction`: BEGIN with the read, the writes and the commit
+    together); through a transaction pooler each post is whole, its e-mail reserved, and no
+    prepared statement is left on the server connection."""
+    from desk.work import conversation
+
+    with pgbouncer(settings.libpq_url, pool_size=1) as url:
+        narrow = load_settings(
+            **_fields(settings)
+            | {"database_url": url, "direct_database_url": settings.database_url},
+            db_pooler="transaction",
+            db_pool_size=4,
+        )
+        rt = await Runtime.open(narrow)
+        try:
+            ticket = world.tickets["login"]
+
+            async def replies(k: int) -> list[conversation.Posted]:
+                return [
+                    await conversation.post_message(rt, world.staff, ticket, f"reply {k}-{i}")
+                    for i in range(6)
+                ]
+
+            posted = [p for batch in await asyncio.gather(*map(replies, range(3))) for p in batch]
+            left = await rt.pg.all("SELECT name FROM pg_prepared_statements")
+            counts = await rt.pg.one(
+                "SELECT count(*) AS messages FROM ticket_message WHERE ticket_id = %(t)s "
+                " AND body LIKE 'reply %%'",
+                {"t": ticket},
+            )
+        finally:
+            await rt.close()
+    assert len({p.message.id for p in posted}) == 18
+    assert all(len(p.email_task_ids) == len(p.sends) == 1 for p in posted)
+    assert counts is not None and counts["messages"] == 18
+    assert left == [], "a prepared statement stays on the server connection"
