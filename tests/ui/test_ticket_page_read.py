@@ -6,9 +6,11 @@ missing one."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from datetime import datetime
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -178,3 +180,27 @@ async def test_the_page_reads_its_session_in_the_same_statement(page_as, world, 
     refused = await staff.get(f"/tickets/{ticket}")
     assert refused.status_code == 303
     assert refused.headers["location"] == f"/login?next=/tickets/{ticket}"
+
+
+class _OneConnection:
+    """A Pg whose every connection is this one (to look at it after a read)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    @contextlib.asynccontextmanager
+    async def connection(self):
+        yield self.conn
+
+
+async def test_the_generic_plan_is_the_statement_s_alone(rt, world) -> None:
+    """The read forces its generic plan for itself only: after it, and after a read that
+    failed, the connection is back to the server's choice."""
+    params = ticket_page._params(world.tickets["login"], WINDOW) | {"u": world.staff}
+    async with rt.pg.connection() as conn:
+        pg = _OneConnection(conn)
+        assert await ticket_page._read(pg, ticket_page.STATEMENT, params) is not None  # type: ignore[arg-type]
+        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone()) == ("auto",)
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            await ticket_page._read(pg, "SELECT 1 / 0", {})  # type: ignore[arg-type]
+        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone()) == ("auto",)
