@@ -173,7 +173,13 @@ async def _row(
     plans a prepared statement afresh for its first five runs on a connection (a custom plan
     for the values given) before it settles on the generic one, and planning this statement
     takes ~2.5 ms, four times running it (pooled connections take turns: a page's first loads
-    on each would pay it). The setting is this statement's only, in the same round trip."""
+    on each would pay it). The setting is this statement's only, in the same round trip.
+    Through a transaction pooler psycopg prepares nothing (`connect_args`), so the setting
+    would change nothing: the statement goes alone."""
+    if conn.prepare_threshold is None:
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(statement, params)
+        return await cursor.fetchone()
     async with conn.pipeline():
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         cursor = conn.cursor(row_factory=tuple_row)

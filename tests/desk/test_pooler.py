@@ -174,3 +174,32 @@ async def test_pipelined_posts_through_the_pooler(settings: Settings, world):
     assert all(len(p.email_task_ids) == len(p.sends) == 1 for p in posted)
     assert counts is not None and counts["messages"] == 18
     assert left == [], "a prepared statement stays on the server connection"
+
+
+async def test_the_ticket_page_read_through_the_pooler(settings: Settings, world):
+    """The page's one statement (desk/reads/ticket_page.py) is neither prepared nor given a
+    session setting through a transaction pooler: loads on one shared server connection leave
+    no prepared statement and no plan setting behind."""
+    from desk.reads import ticket_page
+
+    with pgbouncer(settings.libpq_url, pool_size=1) as url:
+        narrow = load_settings(
+            **_fields(settings)
+            | {"database_url": url, "direct_database_url": settings.database_url},
+            db_pooler="transaction",
+            db_pool_size=4,
+        )
+        rt = await Runtime.open(narrow)
+        try:
+            pages = await asyncio.gather(
+                *(
+                    ticket_page.read_page(rt.pg, world.staff, world.tickets["login"])
+                    for _ in range(12)
+                )
+            )
+            left = await rt.pg.all("SELECT name FROM pg_prepared_statements")
+            mode = await rt.pg.one("SELECT current_setting('plan_cache_mode') AS m")
+        finally:
+            await rt.close()
+    assert {p.view.ticket.id for p in pages} == {world.tickets["login"]}
+    assert left == [] and mode == {"m": "auto"}
