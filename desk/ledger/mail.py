@@ -21,7 +21,7 @@ from desk.core.models import BackgroundTask
 from desk.core.pg import fetched, send
 from desk.ledger.accept import as_task
 from desk.ledger.lanes import lane_of
-from desk.ledger.sends import Due
+from desk.ledger.sends import Due, mail_queued_sql
 from desk.ledger.sql import Db, one
 
 ACCEPT_EMAIL = """
@@ -60,13 +60,10 @@ async def accept_email(
 # the message's transaction. Each is sent by its insert (`sends` 1, as every accept does) while
 # the lane runs and the team's window of queued e-mails (desk/ledger/sends.py, "Fair sends") has
 # room for all of them; otherwise none is, and the dispatcher tops the team up, oldest first.
-ACCEPT_MESSAGE_EMAILS = """
+ACCEPT_MESSAGE_EMAILS = f"""
 WITH room AS (
   SELECT NOT EXISTS (SELECT 1 FROM task_lane WHERE name = %(lane)s AND paused)
-   AND (SELECT count(*) FROM (SELECT 1 FROM background_task q WHERE q.status = 'WAITING'
-     AND q.run_at <= %(now)s AND q.team_id = %(team_id)s AND q.kind = 'EMAIL'
-     AND q.dispatched_at IS NOT NULL LIMIT %(mail_max)s) w)
-    + cardinality(%(owners)s::int[]) <= %(mail_max)s AS ok
+   AND {mail_queued_sql("%(team_id)s")} + cardinality(%(owners)s::int[]) <= %(mail_max)s AS ok
 ),
 ins AS (
   INSERT INTO background_task (kind, team_id, owner_id, ticket_id, scope_key, filters, run_at,

@@ -122,12 +122,19 @@ CLAIM_DUE = (
     f"WHERE b.id = due.id {_RETURNING}"
 )
 # A kick (right after a state change) sends a team's e-mail only while its window has room.
-_MAIL_ROOM = (
-    f"NOT ({_TEAM_MAIL.format(t='b')} AND (SELECT count(*) FROM (SELECT 1 FROM background_task q "
-    "  WHERE q.status = 'WAITING' AND q.run_at <= %(now)s AND q.team_id = b.team_id "
-    "   AND q.kind = 'EMAIL' AND q.dispatched_at IS NOT NULL LIMIT %(mail_max)s) w) "
-    " >= %(mail_max)s)"
-)
+
+
+def mail_queued_sql(team: str) -> str:
+    """How many of team `team`'s due e-mails are in Redis (sent, not yet claimed), counted up to
+    `%(mail_max)s` (the window: no need to count past it)."""
+    return (
+        "(SELECT count(*) FROM (SELECT 1 FROM background_task q WHERE q.status = 'WAITING' "
+        f" AND q.run_at <= %(now)s AND q.team_id = {team} AND q.kind = 'EMAIL' "
+        " AND q.dispatched_at IS NOT NULL LIMIT %(mail_max)s) w)"
+    )
+
+
+_MAIL_ROOM = f"NOT ({_TEAM_MAIL.format(t='b')} AND {mail_queued_sql('b.team_id')} >= %(mail_max)s)"
 RESERVE_SEND = (
     f"WITH full_teams AS ({FULL_TEAMS}) "
     "UPDATE background_task b SET dispatched_at = %(now)s, sends = b.sends + 1 "
