@@ -4,6 +4,7 @@ process), and run real worker processes."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import socket
@@ -192,3 +193,17 @@ def serving(settings: Settings, log_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class Upload:
+    """An upload's bytes, read as Starlette's UploadFile reads them (a post reads each file
+    again from its start when its transaction runs again)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.buf = io.BytesIO(data)
+
+    async def read(self, size: int = -1) -> bytes:
+        return self.buf.read(size)
+
+    async def seek(self, at: int) -> None:
+        self.buf.seek(at)

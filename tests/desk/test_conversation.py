@@ -1,6 +1,5 @@
 """The conversation's rules: replies and notes, who hears of them, status and history, files."""
 
-import io
 from datetime import timedelta
 
 import pytest
@@ -13,19 +12,7 @@ from desk.ledger import mail as ledger_mail
 from desk.ledger import sends as ledger_sends
 from desk.reads import conversation as reads
 from desk.work import conversation, mail
-
-
-class Bytes:
-    """An upload's bytes, read as Starlette's UploadFile reads them."""
-
-    def __init__(self, data: bytes) -> None:
-        self.buf = io.BytesIO(data)
-
-    async def read(self, size: int = -1) -> bytes:
-        return self.buf.read(size)
-
-    async def seek(self, at: int) -> None:
-        self.buf.seek(at)
+from tests.helpers import Upload
 
 
 async def _emails(rt):
@@ -106,7 +93,7 @@ async def test_who_may_reply(rt, world):
 async def test_files_round_trip_and_caps(rt, world):
     ticket = world.tickets["login"]
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3000
-    files = [conversation.IncomingFile("../../etc/shot\u202egnp.png", Bytes(png))]
+    files = [conversation.IncomingFile("../../etc/shot\u202egnp.png", Upload(png))]
     posted = await conversation.post_message(rt, world.customer, ticket, "", files=files)
     (a,) = posted.attachments
     assert (a.filename, a.content_type, a.size) == ("shotgnp.png", "image/png", len(png))
@@ -117,7 +104,7 @@ async def test_files_round_trip_and_caps(rt, world):
     rt.settings.attachment_max_bytes = 1024
     with pytest.raises(TooLarge):
         await conversation.post_message(
-            rt, world.customer, ticket, "big", files=[conversation.IncomingFile("b", Bytes(png))]
+            rt, world.customer, ticket, "big", files=[conversation.IncomingFile("b", Upload(png))]
         )
     view = await reads.read_thread(rt, world.staff, ticket)
     assert [m.body for m in view.messages.items] == [""], "the refused message left nothing"
@@ -199,7 +186,7 @@ async def test_a_post_over_a_cap_leaves_no_message_and_no_email(rt, world):
     with pytest.raises(TooLarge):
         files = [
             conversation.IncomingFile(
-                "big.bin", Bytes(b"x" * (rt.settings.attachment_max_bytes + 1))
+                "big.bin", Upload(b"x" * (rt.settings.attachment_max_bytes + 1))
             )
         ]
         await conversation.post_message(rt, world.customer, ticket, "huge", files=files)

@@ -64,6 +64,12 @@ def _fields(s: Settings) -> dict[str, object]:
     return {k: getattr(s, k) for k in keep} | {"secret_key": s.secret_key}
 
 
+def _through(settings: Settings, url: str, **over: object) -> Settings:
+    """`settings` through the pooler at `url` in transaction mode (the direct URL for LISTEN)."""
+    direct = {"database_url": url, "direct_database_url": settings.database_url}
+    return load_settings(**_fields(settings) | direct, db_pooler="transaction", **over)
+
+
 @pytest.fixture
 async def client(pooled: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(pooled)
@@ -110,13 +116,8 @@ async def test_accepts_through_the_pooler_leave_no_session_state(settings: Setti
     many-host drill through PgBouncer lost accepts so). One server connection here, so what
     the accepts left on it can be seen."""
     with pgbouncer(settings.libpq_url, pool_size=1) as url:
-        narrow = load_settings(
-            **_fields(settings)
-            | {"database_url": url, "direct_database_url": settings.database_url},
-            db_pooler="transaction",
-            db_pool_size=8,
-            export_max_active_per_user=1000,
-            export_max_per_hour=1000,
+        narrow = _through(
+            settings, url, db_pool_size=8, export_max_active_per_user=1000, export_max_per_hour=1000
         )
         rt = await Runtime.open(narrow)
         try:
@@ -145,12 +146,7 @@ async def test_pipelined_posts_through_the_pooler(settings: Settings, world):
     from desk.work import conversation
 
     with pgbouncer(settings.libpq_url, pool_size=1) as url:
-        narrow = load_settings(
-            **_fields(settings)
-            | {"database_url": url, "direct_database_url": settings.database_url},
-            db_pooler="transaction",
-            db_pool_size=4,
-        )
+        narrow = _through(settings, url, db_pool_size=4)
         rt = await Runtime.open(narrow)
         try:
             ticket = world.tickets["login"]
@@ -183,12 +179,7 @@ async def test_the_ticket_page_read_through_the_pooler(settings: Settings, world
     from desk.reads import ticket_page
 
     with pgbouncer(settings.libpq_url, pool_size=1) as url:
-        narrow = load_settings(
-            **_fields(settings)
-            | {"database_url": url, "direct_database_url": settings.database_url},
-            db_pooler="transaction",
-            db_pool_size=4,
-        )
+        narrow = _through(settings, url, db_pool_size=4)
         rt = await Runtime.open(narrow)
         try:
             pages = await asyncio.gather(

@@ -7,7 +7,6 @@ missing one."""
 from __future__ import annotations
 
 import contextlib
-import io
 from datetime import datetime
 
 import psycopg
@@ -20,22 +19,10 @@ from desk.reads import conversation, ticket_page
 from desk.reads import tasks as task_reads
 from desk.work import conversation as posting
 from desk.work import opening, reminders
+from tests.helpers import Upload
 from ui.thread_view import WINDOW, read_thread
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-
-
-class Upload:
-    """An upload's bytes as Starlette's UploadFile reads them."""
-
-    def __init__(self, data: bytes) -> None:
-        self.buf = io.BytesIO(data)
-
-    async def read(self, size: int = -1) -> bytes:
-        return self.buf.read(size)
-
-    async def seek(self, at: int) -> None:
-        self.buf.seek(at)
 
 
 def _file(name: str) -> posting.IncomingFile:
