@@ -170,10 +170,6 @@ def refused(reason: str, kind: str | None) -> None:
     (CONFLICTS if reason == "conflict" else QUOTA).labels(kind or "").inc()
 
 
-def http_request(method: str, route: str, status: int, seconds: float) -> None:
-    HTTP_DURATION.labels(method, route, str(status)).observe(seconds)
-
-
 _OVERLOADED_BY_FACE: dict[str, Any] = {}
 
 

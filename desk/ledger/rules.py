@@ -2,7 +2,7 @@
 
 One copy of each rule, read by `desk.work.tasks` (which enforces them) and by GraphQL and the pages
 (which show buttons without trying the action). Each takes a `BackgroundTask` or anything with
-the same columns (`desk.reads.tasks.TaskRow`).
+the same columns (`desk.core.rows.TaskRow`).
 """
 
 from __future__ import annotations

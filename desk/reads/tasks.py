@@ -171,10 +171,6 @@ async def tasks(pg: Pg, user_id: int, ids: list[int]) -> dict[int, TaskHit]:
     return out
 
 
-async def visible_task(pg: Pg, user_id: int, task_id: int) -> TaskRow | None:
-    return (await task(pg, user_id, task_id)).task
-
-
 # --- the session behind a cookie, and its person ----------------------------------------------
 
 

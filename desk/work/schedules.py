@@ -135,12 +135,6 @@ async def delete_schedule(rt: Runtime, user_id: int, schedule_id: int) -> Schedu
         return found
 
 
-async def team_schedules(rt: Runtime, team_id: int) -> list[Schedule]:
-    """Every schedule of a team, for the operators' console (which checks its own access)."""
-    async with rt.engine.connect() as conn:
-        return await store.of_team(conn, team_id)
-
-
 async def runs(rt: Runtime, user_id: int, schedule_id: int) -> list[store.Run]:
     async with rt.engine.connect() as conn:
         await _visible(conn, user_id, schedule_id)

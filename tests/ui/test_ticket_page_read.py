@@ -77,7 +77,7 @@ async def test_the_statement_answers_as_the_reads_it_replaces(rt, world) -> None
             continue
         pending = await reminders.pending_reminder(rt, user, ticket)
         assert pending is not None and page.pending is not None
-        assert page.pending == await task_reads.visible_task(rt.pg, user, pending.id)
+        assert page.pending == (await task_reads.task(rt.pg, user, pending.id)).task
         listed = await task_reads.list_tasks(
             rt.pg, user, world.team, kind="REMINDER", ticket_id=ticket,
             first=ticket_page.REMINDERS_SHOWN + 1,
