@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from desk.core import budget, logs, metrics, tracing
 from desk.core.db import is_transient
 from desk.core.models import TaskKind
-from desk.core.queue import PROCESS_FUNCTION, dumps, job_id, loads
+from desk.core.queue import PROCESS_FUNCTION, dumps, job_id, loads, wake_channel
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
 from desk.ledger import events, lanes
@@ -48,6 +48,7 @@ from jobs.execution import (
     run_claimed,
 )
 from jobs.processors import noop, registry, reminder
+from jobs.wake import LaneWorker, Listener
 
 log = logging.getLogger("taskdesk.worker")
 JANITOR_SECONDS = 2.0
@@ -200,23 +201,30 @@ async def process_task(ctx: dict[str, Any], msg: Any) -> str:
 
 
 def poll_delay(s: Settings, lane: str) -> float:
-    """Seconds between arq's polls of a lane's queue. The long lane polls at most every
+    """Seconds between arq's polls of a lane's queue while it is busy or has no wake-ups
+    (jobs/wake.py; an idle lane waits for one). The long lane polls at most every
     LONG_POLL_DELAY: each poll is a Redis round trip whether or not work waits (an idle worker
     spends most of its CPU there), and a few more milliseconds before an export or import starts
     are nothing beside its run; the short lane keeps WORKER_POLL_DELAY (its start latency)."""
     return s.worker_poll_delay if lane == lanes.SHORT else max(s.worker_poll_delay, LONG_POLL_DELAY)
 
 
-def build_worker(rt: Runtime, reg: heartbeat.Registration, lane: Lane) -> Worker:
+def build_worker(
+    rt: Runtime, reg: heartbeat.Registration, lane: Lane, listener: Listener
+) -> Worker:
     s = rt.settings
-    lane.worker = Worker(
+    lane.worker = LaneWorker(
         # A claim takes milliseconds; about one lease bounds it even through a database hiccup.
         functions=[func(process_task, name=PROCESS_FUNCTION, timeout=s.lease_seconds)],
         queue_name=rt.queue.lane_queue(lane.name),
         redis_settings=RedisSettings.from_dsn(s.redis_url),
         keep_result=0,
         max_jobs=lane.slots,
-        poll_delay=poll_delay(s, lane.name),
+        listener=listener,
+        lane=lane.name,
+        busy=lambda: bool(lane.running),
+        busy_poll=poll_delay(s, lane.name),
+        idle_poll=max(s.worker_idle_poll_seconds, poll_delay(s, lane.name)),
         handle_signals=False,
         health_check_key=f"{s.queue_prefix}:arq-health:{reg.worker_id}:{lane.name}",
         ctx={"rt": rt, "registration": reg, "lane": lane},
@@ -293,11 +301,16 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     procs = registry()
     lanes_here = [Lane(rt, name, procs) for name in lanes.LANES]
     reg.lanes = lambda: {ln.name: (ln.slots, ln.task_ids()) for ln in lanes_here}
-    workers = [build_worker(rt, reg, ln) for ln in lanes_here]
+    listener = Listener(
+        settings.redis_url,
+        {ln: wake_channel(rt.queue.lane_queue(ln)) for ln in lanes.LANES},
+        f"taskdesk-wake-{reg.worker_id}",
+    )
+    workers = [build_worker(rt, reg, ln, listener) for ln in lanes_here]
     await metrics.start_worker(
         settings, reg.worker_id, lambda: sum(len(ln.task_ids()) for ln in lanes_here)
     )
-    services = start_services(rt, reg)
+    services = [*start_services(rt, reg), asyncio.create_task(listener.run())]
     arq_tasks = [asyncio.create_task(_run_arq(w, stop)) for w in workers]
     log.info("worker %s started (lanes %s)", reg.worker_id, ", ".join(lanes.LANES))
     await asyncio.wait(

@@ -90,6 +90,12 @@ def queue_name(prefix: str, lane: str = "short") -> str:
     return f"{prefix}:queue:{lane}"
 
 
+def wake_channel(queue: str) -> str:
+    """The pub/sub channel the send script publishes on when it queues jobs in `queue` (the
+    script builds the same name: `q .. ':wake'`); workers' lanes listen on it (jobs/wake.py)."""
+    return f"{queue}:wake"
+
+
 def epoch_key(prefix: str) -> str:
     return f"{prefix}:epoch"
 
@@ -138,7 +144,9 @@ class Sent:
 # does: a job key expiring a day past its due time (PX), an entry in its lane's queue scored by
 # the due time; returns 1 (taken) or 0 (refused: arq knows the id) per job. The queue entries are
 # added with one ZADD per queue (1,000 ZADD calls cost a third of a sweep), and a first send
-# (send 1) has no previous send to clean up.
+# (send 1) has no previous send to clean up. Each queue that got jobs is then published on
+# (`wake_channel`), in the same script, so a worker woken by it finds them (docs/architecture.md,
+# "Wake-ups").
 _SEND = """
 local job, running, result, retry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local idp, head, mid, tail = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
@@ -173,6 +181,7 @@ for q, a in pairs(adds) do
   for j = 1, #a, 2000 do
     redis.call('ZADD', q, unpack(a, j, math.min(j + 1999, #a)))
   end
+  redis.call('PUBLISH', q .. ':wake', '')
 end
 return out
 """

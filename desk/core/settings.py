@@ -102,6 +102,11 @@ class Settings(BaseSettings):
     # 0.01 s: a task starts ~5 ms after its enqueue on average (0.05 s: ~25 ms); an idle worker
     # polls Redis 100 times a second for it (~5 % of a core, measured by bench/).
     worker_poll_delay: float = Field(default=0.01, gt=0, le=10)
+    # An idle lane waits this long at most between polls: the send script's wake-up makes it poll
+    # at once (jobs/wake.py, docs/architecture.md "Wake-ups"), so this bounds only what a lost
+    # wake-up costs; a lane with work in flight, or without its wake-ups, polls every
+    # WORKER_POLL_DELAY as before.
+    worker_idle_poll_seconds: float = Field(default=0.25, gt=0, le=10)
     worker_grace_seconds: float = Field(default=20.0, ge=0, le=3600)
     heartbeat_ttl_seconds: int = Field(default=20, ge=2, le=3600)
 
@@ -252,6 +257,12 @@ class Settings(BaseSettings):
     def _check_retry(self) -> Settings:
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS")
+        return self
+
+    @model_validator(mode="after")
+    def _check_polls(self) -> Settings:
+        if self.worker_idle_poll_seconds < self.worker_poll_delay:
+            raise ValueError("WORKER_IDLE_POLL_SECONDS must be >= WORKER_POLL_DELAY")
         return self
 
     @model_validator(mode="after")
