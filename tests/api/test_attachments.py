@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from api.routes import disposition
+from desk.helpdesk.attachments import CHUNK, CHUNKS_A_READ
 from desk.work import conversation
 from tests.api.tokens import bearer
 from tests.schema.test_conversation import upload
@@ -64,6 +65,18 @@ async def test_download_headers_keep_the_browser_from_rendering(client, world):
     assert unquote(cd.split("filename*=UTF-8''")[1]) == '截图 "1".png'
     text = await client.get(f"/attachments/{secret}", headers=await bearer(client, world.staff))
     assert text.content == b"internal"
+
+
+async def test_files_of_many_chunks_come_back_byte_for_byte(client, world):
+    """Files read several chunks a statement: one ending exactly at a read's last chunk, one a
+    byte past it, one of a single short chunk — each downloads as it was uploaded."""
+    batch = CHUNK * CHUNKS_A_READ
+    headers = await bearer(client, world.staff)
+    for size in (batch, batch + 1, 2 * batch + CHUNK // 3, 10):
+        data = bytes((i * 7 + size) % 251 for i in range(size))
+        file_id = await upload(client.rt, world.staff, world.team, f"f{size}.bin", data)
+        got = await client.get(f"/attachments/{file_id}", headers=headers)
+        assert got.status_code == 200 and got.content == data, size
 
 
 def test_disposition_keeps_quotes_and_controls_out_of_the_header():
