@@ -15,7 +15,17 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from bench import b_burst, b_export, b_ledger, b_metrics, b_pipeline, b_reminders, b_search, env
+from bench import (
+    b_burst,
+    b_export,
+    b_ledger,
+    b_metrics,
+    b_pipeline,
+    b_reminders,
+    b_search,
+    b_snapshot,
+    env,
+)
 from bench.b_limits import hung_task
 from bench.b_noisy import noisy_team
 from bench.b_peers import pipeline_pgqueuer, pipeline_procrastinate  # needs: uv sync --group bench
@@ -44,6 +54,7 @@ def registry() -> dict[str, Bench]:
         "trigger": b_http.trigger,
         "search": b_search.search,
         "sweep": b_ledger.sweep,
+        "long-snapshot": b_snapshot.long_snapshot,
         "metrics-scrape": b_metrics.scrape,
         "import-100k": b_import.import_100k,
         "unchanged-tick": b_feed.unchanged_tick,
