@@ -119,6 +119,10 @@ _ROW = (
     + ", ".join([_MESSAGES, _FILES, _DELIVERIES, _CHANGES, _NAMES, _MEMBERS, tasks.render(_RECENT)])
     + ", p.* FROM r JOIN ticket t ON t.id = r.id " + tasks.render(_PENDING)
 )  # fmt: skip
+# Run through `Pg.row`: prepared after its first runs on a connection, and PostgreSQL then settles
+# on its generic plan by itself (planning it takes ~2 ms, running it well under one). Forcing that
+# plan from the first run took a SET and a RESET around every load, ~0.2 ms of each in the
+# pipeline's Python, to spare a pooled connection's first dozen loads their planning.
 STATEMENT = f"WITH {_CTES} {_ROW}"
 # The page with the session's viewer first (`tasks.viewer` with teams, as whole pages read it):
 # its user is the reader, and a ticket they may not see leaves the page's columns NULL.
@@ -143,15 +147,6 @@ class TicketPage:
     reminders: TaskPage | None  # staff only: the ticket's latest reminders
 
 
-async def _read(pg: Pg, statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The statement's one row (None: no such ticket for this reader). `Pg.row` prepares it
-    after its first runs on a connection and PostgreSQL then settles on its generic plan by
-    itself (planning it takes ~2 ms, running it well under one): forcing that plan from the
-    first run took a SET and a RESET around every load, ~0.2 ms of each in the pipeline's
-    Python, to save a pooled connection's first dozen loads their planning."""
-    return await pg.row(statement, params)
-
-
 def _params(ticket_id: int, first: int) -> dict[str, Any]:
     # `lim` is the reminder list's (`tasks.list_sql`): one more than it shows, as list_tasks.
     return {"t": ticket_id, "first": first, "wlim": first + 1, "hlim": HISTORY_WINDOW,
@@ -161,7 +156,7 @@ def _params(ticket_id: int, first: int) -> dict[str, Any]:
 async def read_page(pg: Pg, user_id: int, ticket_id: int, *, first: int = 50) -> TicketPage:
     """The ticket's page as `user_id` may see it, opening on its newest `first` messages;
     NotFound when the ticket is missing or not theirs (as `tickets.visible_ticket`)."""
-    row = await _read(pg, STATEMENT, _params(ticket_id, first) | {"u": user_id})
+    row = await pg.row(STATEMENT, _params(ticket_id, first) | {"u": user_id})
     found = _page_of(row, user_id, first) if row is not None else None
     if found is None:
         raise NotFound("Ticket not found.")
@@ -177,7 +172,7 @@ async def read_with_session(
     if not secret or len(secret) > 128:
         return None, None
     params = _params(ticket_id, first) | {"sid": sessions.session_digest(secret), "now": now}
-    row = await _read(pg, WITH_SESSION, params)
+    row = await pg.row(WITH_SESSION, params)
     if row is None:
         return None, None
     found = tasks.session_view(row[:_N_SESSION], teams=True)

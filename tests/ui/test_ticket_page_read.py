@@ -169,16 +169,18 @@ async def test_the_page_reads_its_session_in_the_same_statement(page_as, world, 
 
 
 async def test_the_page_settles_on_its_generic_plan(rt, world) -> None:
-    """`_read` leaves the plan to PostgreSQL: after a connection's first loads the statement
+    """The page's read leaves the plan to PostgreSQL: after a connection's first loads the statement
     is prepared and runs on its generic plan, not planned afresh for every page (planning it
     costs more than running it). A change that made the generic plan look dearer than the
     custom ones would keep every load planning: this says so."""
-    params = ticket_page._params(world.tickets["login"], WINDOW) | {"u": world.staff}
     pg = Pg(rt.settings, max_size=1)
     await pg.open()
     try:
         for _ in range(15):
-            assert await ticket_page._read(pg, ticket_page.STATEMENT, params) is not None
+            page = await ticket_page.read_page(
+                pg, world.staff, world.tickets["login"], first=WINDOW
+            )
+            assert page.view.ticket.id == world.tickets["login"]
         plans = await pg.all(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
             "WHERE statement LIKE 'WITH r AS%%'"
