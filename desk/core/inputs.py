@@ -34,10 +34,16 @@ def problem_in(value: str) -> str | None:
     return f"contains a control character (\\u{ord(char):04x}); remove it"
 
 
+def without_bad(value: str) -> str:
+    """`value` without the characters PostgreSQL or UTF-8 refuse (and other C0 controls):
+    for text nobody can be asked to fix, such as a fetched e-mail's."""
+    return _BAD.sub("", value)
+
+
 def label(value: str, *, max_len: int, default: str) -> str:
     """A name kept only to show it again (an uploaded file's name): the characters PostgreSQL
     or UTF-8 refuse are dropped rather than refused, since the client rarely chose them."""
-    return _BAD.sub("", value).strip()[:max_len] or default
+    return without_bad(value).strip()[:max_len] or default
 
 
 def text(field: str, value: object, *, max_len: int) -> str:

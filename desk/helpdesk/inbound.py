@@ -19,12 +19,12 @@ from email.parser import BytesParser
 from email.utils import parseaddr
 from html.parser import HTMLParser
 
+from desk.core import inputs
 from desk.helpdesk.attachments import clean_name, sniff
 
 # Our own Message-IDs name the ticket and message (desk/work/mail.py `thread_id`).
 _OURS = re.compile(r"<taskdesk-ticket-(\d{1,18})-(\d{1,18})@[^>]*>")
 _SUBJECT_TICKET = re.compile(r"\[#(\d{1,18})\]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BLANKS = re.compile(r"\n{3,}")
 _BULK = frozenset({"bulk", "junk", "list", "auto_reply"})
 _AUTOREPLY_HEADERS = ("x-autoreply", "x-autorespond", "x-auto-response-suppress")
@@ -197,8 +197,7 @@ def _text_of(part: Message, problems: list[str]) -> str:
 
 
 def _clean(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("", text)
+    return inputs.without_bad(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 class _Text(HTMLParser):
