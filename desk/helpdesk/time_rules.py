@@ -58,13 +58,13 @@ class Action:
 def next_action(rules: Rules, t: Ticket) -> Action | None:
     """The next thing a rule does to `t`, and when; None when no rule applies."""
     if t.status == "RESOLVED" and rules.close_resolved_after is not None:
-        return _action("close", t, t.status_since + _days(rules.close_resolved_after))
+        return _action("close", t, t.status_since + timedelta(days=rules.close_resolved_after))
     if t.status != "PENDING" or rules.remind_pending_after is None:
         return None
     if t.reminded_at is None:
-        return _action("remind", t, t.status_since + _days(rules.remind_pending_after))
+        return _action("remind", t, t.status_since + timedelta(days=rules.remind_pending_after))
     if rules.resolve_pending_after is not None:
-        return _action("resolve", t, t.reminded_at + _days(rules.resolve_pending_after))
+        return _action("resolve", t, t.reminded_at + timedelta(days=rules.resolve_pending_after))
     return None
 
 
@@ -78,7 +78,3 @@ def still_applies(rules: Rules, t: Ticket, action: Action) -> bool:
 
 def _action(kind: Kind, t: Ticket, at: datetime) -> Action:
     return Action(kind, at, f"ticket-rule:{kind}:{t.id}:{t.revision}")
-
-
-def _days(n: int) -> timedelta:
-    return timedelta(days=n)
