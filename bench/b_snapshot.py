@@ -6,9 +6,9 @@ process) under one of three pressures, alternated in the same run:
 - none: nothing else runs (the baseline);
 - exports: whole-team exports of the big team back to back through the same worker, the whole
   window (the product's export path);
-- held: one REPEATABLE READ snapshot of the run's database held the whole window, as the export
-  did before issue 41 (its writers shared one exported snapshot for the whole file). The old
-  path is gone from the product, so this is its stand-in: the same horizon, without the CPU.
+- held: one REPEATABLE READ snapshot of the run's database held the whole window, as the
+  export's writers share one exported snapshot for a whole file (jobs/processors/export.py):
+  the same horizon as a long export, without its CPU, which tells the two costs apart.
 
 While the pressure still runs, after the load: `dispatcher.run_once` with nothing due
 (median of `SWEEPS` passes), then `VACUUM background_task, task_event`, whose report leaves in
@@ -55,7 +55,7 @@ async def _vacuum(url: str) -> dict[str, int]:
 
 @contextlib.asynccontextmanager
 async def _held(url: str) -> AsyncIterator[None]:
-    """A REPEATABLE READ snapshot of the run's database, held for the block (the old export's)."""
+    """A REPEATABLE READ snapshot of the run's database, held for the block (the kind an export's writers share)."""
     async with await psycopg.AsyncConnection.connect(url) as conn:
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         await conn.execute("SELECT count(*) FROM ticket")
@@ -199,6 +199,6 @@ def _rows(got: dict[str, list[dict]], took: list[float], seconds: float) -> list
     ):
         rows.append(
             Row(f"long-snapshot {name}, held snapshot (before)", unit, of("held", key),
-                of("none", key), note="information: the old export's one snapshot, held")
+                of("none", key), note="information: one snapshot held the whole window, as an export's writers share one")
         )  # fmt: skip
     return rows
