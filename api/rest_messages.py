@@ -16,18 +16,20 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 
 from api.forms import only_fields
 from api.openapi import ERRORS, multipart
 from api.rest import PREFIX, caller_of
 from desk.core.errors import NotFound, TooLarge, ValidationProblem
-from desk.helpdesk import thread
+from desk.helpdesk import attachments, thread
 from desk.helpdesk.attachments import Attachment
 from desk.reads import conversation as reads
 from desk.reads import lookups, threads
 from desk.reads.threads import MessageView
 from desk.work import conversation
 from web.auth import RuntimeDep
+from web.errors import too_many_file_parts
 
 router = APIRouter(prefix=PREFIX, tags=["conversation"])
 
@@ -230,7 +232,7 @@ async def post_message(ticket_id: str, request: Request, rt: RuntimeDep) -> JSON
     caller = await caller_of(rt, request, write=True)
     wanted = lookups.require_id(ticket_id, "Ticket")
     if _is_multipart(request):
-        form = await request.form(max_files=rt.settings.message_max_files + 1, max_fields=20)
+        form = await _message_form(request, rt.settings.message_max_files)
         try:
             posted = await _post_form(rt, caller.user_id, wanted, form)
         finally:
@@ -250,6 +252,16 @@ async def post_message(ticket_id: str, request: Request, rt: RuntimeDep) -> JSON
     }
     headers = {"Location": f"{PREFIX}/tickets/{wanted}/messages"}
     return JSONResponse(body, status_code=201, headers=headers)
+
+
+async def _message_form(request: Request, cap: int) -> FormData:
+    """The multipart body; past the parser's file cap, the message's own 413 (as the pages)."""
+    try:
+        return await request.form(max_files=cap + 1, max_fields=20)
+    except HTTPException as exc:
+        if too_many_file_parts(exc):
+            raise attachments.too_many(cap) from None
+        raise
 
 
 async def _post_form(rt: Any, user_id: int, ticket_id: int, form: FormData) -> Any:

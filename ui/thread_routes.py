@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from desk.core import inputs
 from desk.core.errors import NotFound, TooLarge, ValidationProblem
 from desk.core.runtime import Runtime
-from desk.helpdesk import thread
+from desk.helpdesk import attachments, thread
 from desk.reads import conversation as reads
 from desk.reads.conversation import ThreadView
 from desk.work import conversation
@@ -38,10 +38,10 @@ from ui.thread_view import (
     read_thread,
     reply_context,
     shown,
-    too_many_files,
 )
 from ui.viewer import FragmentViewer, PageViewer, Viewer
 from web.auth import RuntimeDep
+from web.errors import too_many_file_parts
 
 router = APIRouter(route_class=UiRoute)
 TICKED = {"on", "1", "true", "yes"}
@@ -219,9 +219,9 @@ async def post_reply(
     except HTTPException as exc:
         # The parser's own cap on file parts (a bound on temporary files) is the same refusal
         # as the message's cap, not a malformed form: 413, naming the limit. The text is lost.
-        if not too_many_files(exc):
+        if not too_many_file_parts(exc):
             raise
-        problem = TooLarge("files", f"at most {s.message_max_files} files per message")
+        problem = attachments.too_many(s.message_max_files)
         return await _refused(request, rt, v, ticket_id, problem, {}, s.message_max_files + 1)
     try:
         return await _post(request, ticket_id, rt, v, form)

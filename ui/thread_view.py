@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import Request
 from markupsafe import Markup
 from starlette.datastructures import FormData, UploadFile
-from starlette.exceptions import HTTPException
 
 from desk.core import inputs
 from desk.core.errors import NotFound, TooLarge
@@ -39,11 +38,6 @@ def chosen_files(form: FormData) -> list[UploadFile]:
     no bytes: not a file)."""
     found = [f for f in form.getlist("files") if isinstance(f, UploadFile)]
     return [f for f in found if f.filename or (f.size or 0) > 0]
-
-
-def too_many_files(exc: HTTPException) -> bool:
-    """Whether Starlette refused a form for having more file parts than it was told to take."""
-    return exc.status_code == 400 and str(exc.detail).startswith("Too many files")
 
 
 def at_us(value: datetime) -> int:

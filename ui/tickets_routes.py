@@ -15,16 +15,17 @@ from desk.core import inputs
 from desk.core.errors import TooLarge, ValidationProblem
 from desk.core.models import Priority, Role, TicketStatus
 from desk.core.runtime import Runtime
-from desk.helpdesk import filters, tickets
+from desk.helpdesk import attachments, filters, tickets
 from desk.work import opening
 from desk.work.conversation import IncomingFile
 from ui import task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
-from ui.thread_view import chosen_files, fields_context, session_page, too_many_files
+from ui.thread_view import chosen_files, fields_context, session_page
 from ui.viewer import PageViewer, Viewer, page_viewer
 from web.auth import RuntimeDep
+from web.errors import too_many_file_parts
 
 router = APIRouter(route_class=UiRoute)
 PAGE = 25
@@ -108,11 +109,9 @@ async def create_ticket(request: Request, rt: RuntimeDep, v: PageViewer) -> Resp
         form = await request.form(max_files=rt.settings.message_max_files * 2 + 2, max_fields=50)
     except HTTPException as exc:
         # As a reply's (ui/thread_routes.py): past the parser's file cap is the message's 413.
-        if not too_many_files(exc):
+        if not too_many_file_parts(exc):
             raise
-        files_cap = rt.settings.message_max_files
-        problem = TooLarge("files", f"at most {files_cap} files per message")
-        return _new_refused(request, rt, v, {}, problem)
+        return _new_refused(request, rt, v, {}, attachments.too_many(rt.settings.message_max_files))
     try:
         values = {k: _field(form, k) for k in ("title", "body", "priority")}
         files = [IncomingFile(u.filename or "file", u) for u in chosen_files(form)]

@@ -196,6 +196,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
 UNREADABLE = "could not be read: send UTF-8 JSON, or multipart/form-data as documented"
 
 
+def too_many_file_parts(exc: HTTPException) -> bool:
+    """Whether Starlette refused a form for having more file parts than it was told to take
+    (`request.form(max_files=…)`, a bound on its temporary files): the faces answer it as the
+    message's own cap (`attachments.too_many`), a 413 naming the limit, not a malformed form."""
+    return exc.status_code == 400 and str(exc.detail).startswith("Too many files")
+
+
 def allowed_methods(request: Request) -> str:
     """Every method some route takes at this path: Starlette's 405 names only the first
     route's, and a path has one route per method."""

@@ -79,6 +79,11 @@ def sniff(head: bytes) -> str:
     return "application/octet-stream"
 
 
+def too_many(cap: int) -> TooLarge:
+    """The refusal of a message with more than `cap` files, whichever face it came through."""
+    return TooLarge("files", f"at most {cap} files per message")
+
+
 def clean_name(raw: str) -> str:
     """A file name safe to show and to offer for download: no folders (`../x`, `C:\\x`), no
     control or direction-changing characters (`exe.txt` shown for `txt.exe`), at most MAX_NAME."""

@@ -74,7 +74,7 @@ async def post_message(
     ValidationProblem or TooLarge before anything commits; a ticket the user may not see is
     NotFound, as if missing."""
     if len(files) + len(set(attachment_ids)) > rt.settings.message_max_files:
-        raise TooLarge("files", f"at most {rt.settings.message_max_files} files per message")
+        raise attachments.too_many(rt.settings.message_max_files)
     text = thread.clean_body(body, allow_empty=bool(files or attachment_ids))
     status = None
     if set_status is not None:

@@ -38,7 +38,7 @@ async def open_ticket(
     ValidationProblem or TooLarge (the caps of a message's files) before anything commits."""
     s = rt.settings
     if len(files) > s.message_max_files:
-        raise TooLarge("files", f"at most {s.message_max_files} files per message")
+        raise attachments.too_many(s.message_max_files)
 
     async def once() -> Opened:
         for f in files:  # a second try reads each file again from its start
