@@ -303,6 +303,7 @@ async def versus(ctx: Ctx, peer: Peer) -> list[Row]:
         a, b = await alternate(ctx.sizes.pipeline_runs, ours_rate, peer_rate)
         await alternate(ctx.sizes.long_runs, ours_latency, peer_latency)
         c = rt.settings.worker_max_jobs
+        polls = f"{rt.settings.worker_poll_delay:g} / {rt.settings.worker_idle_poll_seconds:g} s"
     name = f"pipeline-{peer.name}"
     setup = peer.setup.format(version=version, c=c, batch=c // 2)
     return [
@@ -324,7 +325,8 @@ async def versus(ctx: Ctx, peer: Peer) -> list[Row]:
             lat["b50"],
             Target("ratio<=", 1.0),
             note=f"insert → start at {RATE:.0f} tasks/s for {seconds:.0f} s (both include the "
-            "accept); the peer's is measured to its task function's first line",
+            f"accept); the peer's is measured to its task function's first line; ours is woken by "
+            f"its send's publish (jobs/wake.py; busy / idle poll {polls})",
         ),
         Row(f"{name} p99", "ms", lat["a99"], lat["b99"]),
     ]
