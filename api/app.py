@@ -9,7 +9,6 @@ headers and the request id on every answer and logs it.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from fastapi import FastAPI
 
 from api import openapi
 from api.short import Short
-from desk.core import logs, tracing
+from desk.core import heap, logs, tracing
 from desk.core.runtime import Runtime
 from desk.core.settings import ConfigError, Env, Settings, load_settings
 from desk.reads.memory import Memory
@@ -66,7 +65,7 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
 
 MOUNTS: list[Callable[[FastAPI, Settings], None]] = [
     # The busiest routed paths first: routes are matched in order, and every router passed by
-    # costs a scan of its routes (the pages' polled fragments are answered by ui.polled before
+    # costs a scan of its routes (the pages' polled fragments are answered by ui.watch.polled before
     # any routing). /graphql, then the REST API whose status reads scripts poll
     # (bench status-read rest). No path overlaps.
     _mount_graphql,  # schema: /graphql (GraphiQL outside production)
@@ -114,21 +113,13 @@ def create_served_app() -> FastAPI:
     logging.getLogger("uvicorn.access").disabled = True
     tracing.setup(settings, "taskdesk-web")
     app = create_app(settings)
-    # The cyclic collector stalls every request in flight while it runs. Requests leave no
-    # cycles (schema.executor), yet at the default threshold (700 net allocations) the objects of
-    # the 16 requests in flight set off ~36 young passes a second, each promoting them, and so a
-    # full pass over the whole heap every few seconds (126-158 ms each under the trigger's load,
-    # measured). A young pass every 10,000: about one every few seconds there.
-    gc.set_threshold(10_000, 10, 10)
+    heap.space_passes()  # desk/core/heap.py: the collector's passes in a web process
     startup = app.router.lifespan_context
 
     @asynccontextmanager
     async def frozen(served: FastAPI) -> AsyncIterator[Any]:
         async with startup(served) as state:
-            # What start-up made (modules, the schema, the runtime's pools) lives as long as
-            # the process: out of every later pass, so a full one walks only what came since.
-            gc.collect()
-            gc.freeze()
+            heap.freeze_startup()
             yield state
 
     app.router.lifespan_context = frozen

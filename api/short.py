@@ -1,5 +1,5 @@
 """The requests the edge answers before any routing (web/edge.py's short way): the pages' polled
-fragments (ui.polled) and the REST task read, `GET /api/v1/tasks/{id}`.
+fragments (ui.watch.polled) and the REST task read, `GET /api/v1/tasks/{id}`.
 
 Scripts poll that read as pages poll their rows, and FastAPI's route matching and dependency
 solving around it cost about a third of its CPU (bench status-read rest: 301 µs a request
@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope
 
 from api import rest
-from ui.polled import Polled
-from ui.polled_route import Answer
+from ui.watch.polled import Polled
+from ui.watch.polled_route import Answer
 from web.errors import handled
 
 TASK_READ = re.compile(re.escape(rest.PREFIX) + r"/tasks/([^/]+)")  # the route's `{task_id}`

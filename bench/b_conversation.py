@@ -9,7 +9,8 @@ of its own — the INSERTs of the four new rows (post_message's column lists, th
 copied from a real post) and the UPDATE of the ticket's status and figures (the change the
 history entry records; a status is indexed, so that UPDATE writes every index of the ticket,
 the title's trigram and bigram GIN indexes included, and costs as much as two INSERTs). The
-note also gives ours against the four INSERTs alone.
+note also gives ours against the four INSERTs alone. Both run in this process with its garbage
+collector set up as the web process's (desk/core/heap.py), since post_message is the web's code.
 
 conversation-page: `GET /tickets/{id}` as staff (session cookie), the app in its own uvicorn
 process, on a ticket of 1,000 messages (the opening one and 999 by SQL, every tenth staff
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import http.client
 import itertools
 import json
@@ -58,6 +60,7 @@ from bench.b_feed import CHECK_TICKS, Page
 from bench.harness import Ctx, People, alternate, runtime
 from bench.stats import Row, Target, percentile
 from bench.web import OURS, serve, session_cookie
+from desk.core import heap
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings
 from desk.work import conversation, opening
@@ -161,7 +164,26 @@ async def _bare_post(
         await conn.execute(F_EMAIL, (m[0], t[0], p.lin))
 
 
+@contextmanager
+def _as_web_process() -> Iterator[None]:
+    """This process's collector set up as the web process's is (desk/core/heap.py), for as long
+    as it runs post_message as the web would; then back as it was."""
+    was = gc.get_threshold()
+    heap.space_passes()
+    heap.freeze_startup()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*was)
+
+
 async def post(ctx: Ctx) -> list[Row]:
+    with _as_web_process():
+        return await _post_rows(ctx)
+
+
+async def _post_rows(ctx: Ctx) -> list[Row]:
     p = ctx.people
     assert p is not None
     n = POSTS[ctx.quick]

@@ -43,7 +43,7 @@ from desk.work import tasks
 
 CONNECTIONS = 32
 WATCHED = 5  # unfinished rows on the page
-MAX_ROWS = 60  # ui/watch.py MAX_ROWS (ui.js sends at most as many)
+MAX_ROWS = 60  # ui/watch/watcher.py MAX_ROWS (ui.js sends at most as many)
 CHECK_TICKS = 200
 # PostgreSQL flushes a backend's pending statistics when it goes idle, but at most once a
 # second, else after up to 10 s (PGSTAT_IDLE_INTERVAL): what the first ticks ran must have landed
@@ -51,7 +51,9 @@ CHECK_TICKS = 200
 # (with 1.5 s, 200 ticks that each ran a statement showed as 99 transactions; with 11 s, 206).
 SETTLE_BEFORE = SETTLE_AFTER = 11.0
 LISTENER_CHECK = Feed.HEALTH_CHECK
-BADGE_TTL = 2.0  # ui/watch.py HEALTH_TTL: the worker badge's read, shared by a process's ticks
+BADGE_TTL = (
+    2.0  # ui/watch/watcher.py HEALTH_TTL: the worker badge's read, shared by a process's ticks
+)
 
 
 async def team_with_exports(

@@ -16,8 +16,8 @@ STATIC = Path(__file__).parent / "static"
 
 
 def mount(app: FastAPI) -> None:
-    # Imported here so that importing one page module (ui.polled, at the app's import) does not
-    # load every page and the templates.
+    # Imported here so that importing one page module (ui.watch.polled, at the app's import) does
+    # not load every page and the templates.
     from ui import (
         admin_routes,
         auth_routes,
@@ -32,10 +32,10 @@ def mount(app: FastAPI) -> None:
         thread_routes,
         ticket_live,
         tickets_routes,
-        watch,
     )
     from ui.route import error_page
     from ui.viewer import viewer_for_error
+    from ui.watch import watcher
 
     for module in (
         auth_routes,
@@ -50,7 +50,7 @@ def mount(app: FastAPI) -> None:
         schedules_routes,
         settings_routes,
         link_routes,
-        watch,
+        watcher,
     ):
         app.include_router(module.router, include_in_schema=False)
     if app.state.settings.taskdesk_env is Env.DEV:

@@ -26,12 +26,13 @@ from desk.imports import service as imports
 from desk.reads import tasks as reads
 from desk.reads.tasks import TaskRow
 from desk.work import exports
-from ui import polling, task_lists
+from ui import task_lists
 from ui.admin_only import admin_team, as_missing
 from ui.render import is_htmx, render
 from ui.route import UiRoute, redirect
 from ui.tasks_routes import SINCE
 from ui.viewer import FragmentViewer, Viewer, load_teams
+from ui.watch import polling
 from web.auth import RuntimeDep
 from web.limits import BodyTooLarge, size_text
 

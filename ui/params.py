@@ -1,6 +1,6 @@
 """The polled routes' query parameters, each declared once (its name, default and limits).
 
-`GET /watch` and the htmx `GET /tasks/{id}` are answered by raw handlers (ui.polled) that read
+`GET /watch` and the htmx `GET /tasks/{id}` are answered by raw handlers (ui.watch.polled) that read
 their query here; the row's page (`GET /tasks/{id}` without htmx) builds its `Query(...)` from the
 same declaration, so a limit cannot change in one place only.
 

@@ -19,8 +19,9 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
 
-from ui import i18n, polling, rowcache, texts
+from ui import i18n, rowcache, texts
 from ui.folding import FoldTranslations
+from ui.watch import polling
 from web import wants
 
 TEMPLATES = Path(__file__).parent / "templates"

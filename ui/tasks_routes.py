@@ -1,8 +1,8 @@
 """Tasks: the tasks page and panel, one task's row, Export, Cancel and Retry.
 
-The page's watcher (`ui.watch`, `GET /watch`) follows unfinished rows on the schedule in
-`ui.polling`. `GET /tasks/{id}?since=…` for htmx answers one row (its Refresh button, a bookmark),
-by `polled_row` alone (a raw handler, ui.polled_route): the row with its watch attributes, or — once
+The page's watcher (`ui.watch.watcher`, `GET /watch`) follows unfinished rows on the schedule in
+`ui.watch.polling`. `GET /tasks/{id}?since=…` for htmx answers one row (its Refresh button, a bookmark),
+by `polled_row` alone (a raw handler, ui.watch.polled_route): the row with its watch attributes, or — once
 the task has finished — a row without them plus an `HX-Trigger: task-finished` header so the
 ticket's reminder box refreshes itself. Without htmx it is a small page (`task_page`).
 """
@@ -22,7 +22,6 @@ from desk.reads import tasks as reads
 from desk.work import tasks
 from ui import i18n, params, task_lists
 from ui.params import Declined
-from ui.polled_route import PLAIN_ID, ROW, Answer, PolledRoute, answers, header
 from ui.render import fragment_raw, is_htmx, render, row_fragment
 from ui.route import UiRoute, redirect
 from ui.taskview import TaskView
@@ -37,6 +36,7 @@ from ui.viewer import (
     viewer_of,
     zone,
 )
+from ui.watch.polled_route import PLAIN_ID, ROW, Answer, PolledRoute, answers, header
 from web.auth import RuntimeDep, session_secret
 from web.edge import Raw
 from web.errors import retry_after_headers
@@ -105,7 +105,7 @@ async def polled_row(request: Request) -> Answer:
     """The htmx row of `GET /tasks/{task_id}`: the session, its user and the task in one
     statement (`desk.reads.tasks.viewer`), the row from the render cache. An unfinished row,
     the polled answer, is made from that read alone (no Viewer: the row shows no team nor
-    header); a finished row's trigger and every refusal go by the Viewer (ui.polled_route)."""
+    header); a finished row's trigger and every refusal go by the Viewer (ui.watch.polled_route)."""
     rt = request.app.state.runtime
     raw = request.path_params["task_id"]
     try:

@@ -20,7 +20,7 @@ from desk.helpdesk import filters
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.reads.tasks import TaskRow
-from ui import polling
+from ui.watch import polling
 
 KIND_LABELS = {
     TaskKind.EXPORT: "Export",

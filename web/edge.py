@@ -9,7 +9,7 @@ For each HTTP request, in this order (lifespan, websockets and other scopes pass
 3. its request id (web/observe.py), bound for logging and sent back in `X-Request-ID`;
 4. the body cap (web/limits.py), counted while the body is read;
 5. the security headers (web/headers.py) on the answer;
-6. the polled fragments' handlers (ui.polled), called before the router;
+6. the polled fragments' handlers (ui.watch.polled), called before the router;
 7. its duration metric and its log line, by route template (web/observe.py); a client that
    went away before its body was read (a malformed chunk, a dropped connection: the server
    has answered or cannot) is logged as 499, not as the app's 500 with a traceback.

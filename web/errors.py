@@ -243,7 +243,7 @@ async def server_error(request: Request, exc: Exception) -> Response:
 
 async def handled(request: Request, exc: Exception) -> Response | None:
     """What the app's own exception handlers (`install`) make of `exc`, for a handler the edge
-    calls before the app's routing and its exception middleware (ui.polled, api.short); None
+    calls before the app's routing and its exception middleware (ui.watch.polled, api.short); None
     for an unexpected one, which goes on to the 500 page."""
     handlers = getattr(request.app, "exception_handlers", {})
     for kind in type(exc).__mro__:

@@ -1,7 +1,7 @@
 """Simulated people for the load drill (one process; `python -m bench.load.client`).
 
 Each person has the tasks page open and does what its one watcher does (ui/static/ui.js,
-ui/watch.py): one `GET /watch` per tick carrying the page's unfinished rows, the bell's count,
+ui/watch/watcher.py): one `GET /watch` per tick carrying the page's unfinished rows, the bell's count,
 the badge's version and the list's newest id; a 204 changes nothing, a 200 brings the changed
 fragments (rows, bell, badge, list) whose attributes the next tick sends back. The next tick is
 the answer's `X-Poll-In` (the rows' schedule, at least every 5 s); a 503 or 429 waits for its
@@ -34,7 +34,7 @@ ROW = re.compile(r"<li id=\"task-(\d+)\"[^>]*>")
 ATTR = re.compile(r'(data-[a-z-]+)(?:="([^"]*)")?')
 BELL = re.compile(r'id="bell"[^>]*data-seen="(-?\d+)"')
 HEALTH = re.compile(r'id="health"[^>]*data-v="([^"]*)"')
-MAX_ROWS = 60  # ui/watch.py MAX_ROWS
+MAX_ROWS = 60  # ui/watch/watcher.py MAX_ROWS
 NEWEST = re.compile(r'data-newest="(\d+)"')
 FINISHED = {"Completed", "Skipped", "Failed", "Cancelled", "Expired"}
 IDLE, HIDDEN = 5.0, 30.0  # ui.js: the idle tick, a hidden tab's

@@ -26,7 +26,7 @@ _US = timedelta(microseconds=1)
 
 
 def micros(at: datetime) -> int:
-    """µs since the epoch: how versions count time (ui.polling, the change feed's notices)."""
+    """µs since the epoch: how versions count time (ui.watch.polling, the change feed's notices)."""
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - _EPOCH) // _US

@@ -46,7 +46,7 @@ class TaskNote:
     owner_id: int
     kind: str
     status: str
-    updated_us: int  # `updated_at` in µs since the epoch (a version; ui.polling counts so)
+    updated_us: int  # `updated_at` in µs since the epoch (a version; ui.watch.polling counts so)
     run_at: datetime
     lease_until: datetime | None
     expires_at: datetime | None

@@ -54,7 +54,7 @@ class TaskRow:
     team_id: int
     owner_id: int
     ticket_id: int | None
-    updated_at: datetime  # a watched row's version (ui.polling.row_version) is made of it
+    updated_at: datetime  # a watched row's version (ui.watch.polling.row_version) is made of it
 
 
 TASK_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TaskRow))

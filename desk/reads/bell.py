@@ -1,5 +1,5 @@
 """The bell's toast, read on `rt.pg` as `desk.reads.tasks` reads (one statement, no ORM objects):
-when a page's unread count grew, its watcher shows the newest unread notification (ui/watch.py).
+when a page's unread count grew, its watcher shows the newest unread notification (ui/watch/watcher.py).
 Through the ORM this read was ~3 % of a loaded web process: a pool checkout with its ping, and a
 model object per row."""
 

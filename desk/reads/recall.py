@@ -2,7 +2,7 @@
 statement (docs/architecture.md, "Change feed"): the `tick.Tick` the statement would read, made of
 what the memory holds — when it holds all of it.
 
-`desk.reads.memory` vouches for what did NOT change (ui/unchanged.py); this is the other case, a
+`desk.reads.memory` vouches for what did NOT change (ui/watch/unchanged.py); this is the other case, a
 tick that finds news. On a busy team every page watches the same rows, so each change is news to
 every page: the first page to see a row at its new version reads it (the statement), and the
 memory keeps that whole row (`Memory.learn_whole`) for the others, as long as the feed's notice

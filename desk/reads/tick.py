@@ -15,7 +15,7 @@ as the reader, so a row, a list and a session cannot read differently here than 
                          2, the list's rows newer than N, as `reads.list_tasks` reads them ) x
 
 Every result row is `HEAD` then `BRANCH`: positions are worked out from those names, never
-counted by hand. The caller (ui.watch) tells changed rows from unchanged ones with the versions
+counted by hand. The caller (ui.watch.watcher) tells changed rows from unchanged ones with the versions
 it computes from the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every
 part to the answers of the separate reads, for each role.
 """

@@ -1,6 +1,6 @@
 """`rules.label_turns_at`: until that instant `status_label` reads the same, and at it (or just
 after) otherwise; None means only a write changes the label. The page watcher's memory keeps a
-row's version until then (ui/unchanged.py)."""
+row's version until then (ui/watch/unchanged.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The polled fragments (ui.polled): the htmx row of `GET /tasks/{id}` and `GET /watch`, each
+"""The polled fragments (ui.watch.polled): the htmx row of `GET /tasks/{id}` and `GET /watch`, each
 answered by one handler — every answer, by role, in two languages and two time zones, every
 refusal; the same handler whether the edge or the router hands it the request; and the row
 render cache (ui.rowcache) never shows one viewer's or one moment's row to another."""
@@ -19,8 +19,9 @@ from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.conftest import FakeClock
-from ui import polled, rowcache, tasks_routes, watch
-from ui.polled import Declined
+from ui import rowcache, tasks_routes
+from ui.watch import polled, watcher
+from ui.watch.polled import Declined
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
 STAMP = int(NOW.timestamp())
@@ -420,7 +421,7 @@ async def test_an_unfinished_row_skips_the_block_with_the_same_bytes(page_as, wo
 
 
 async def test_every_bound_of_the_spec(page_as, world, rt) -> None:
-    """Every bound of the spec (ui.watch.PARAMS, ui.tasks_routes.ROW_PARAMS): the value on it
+    """Every bound of the spec (ui.watch.watcher.PARAMS, ui.tasks_routes.ROW_PARAMS): the value on it
     is taken by the plain reader and answered, the one past it declined by the plain reader and
     refused with a 400."""
     from ui import params
@@ -428,7 +429,7 @@ async def test_every_bound_of_the_spec(page_as, world, rt) -> None:
     task = await tasks.create_export(rt, world.staff, world.team, {})
     page = await page_as(world.staff)
     cases: list[tuple[str, str, bool]] = []  # (path, query, within)
-    for path, specs in (("/watch", watch.PARAMS), (f"/tasks/{task.id}", tasks_routes.ROW_PARAMS)):
+    for path, specs in (("/watch", watcher.PARAMS), (f"/tasks/{task.id}", tasks_routes.ROW_PARAMS)):
         for spec in specs.values():
             if isinstance(spec, params.Number):
                 for bound, step in ((spec.ge, -1), (spec.le, 1)):
@@ -441,7 +442,7 @@ async def test_every_bound_of_the_spec(page_as, world, rt) -> None:
             else:
                 cases += [(path, f"{spec.name}={c}", True) for c in spec.choices]
                 cases += [(path, f"{spec.name}=other", False)]
-    rows = "&".join([f"r={task.id}:1:v:0"] * watch.ROWS.max_items)
+    rows = "&".join([f"r={task.id}:1:v:0"] * watcher.ROWS.max_items)
     cases += [("/watch", rows, True), ("/watch", rows + f"&r={task.id}:1:v:0", False)]
     for path, query, within in cases:
         read = polled.watch_params if path == "/watch" else polled.row_params

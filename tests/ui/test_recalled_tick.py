@@ -16,7 +16,7 @@ from tests.counting import counting
 from tests.sessions import signed_in
 from tests.ui.test_unchanged_tick import _quiet
 from tests.ui.test_watch import watched_rows
-from ui import unchanged
+from ui.watch import unchanged
 
 DEADLINE = 30.0
 

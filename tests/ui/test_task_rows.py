@@ -13,7 +13,7 @@ from desk.ledger import lanes
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
-from ui import polling
+from ui.watch import polling
 
 TRIGGER = re.compile(r'data-poll data-since="[\d.]+" data-delay="(\d+)"')
 
@@ -47,7 +47,7 @@ async def test_row_delay_follows_the_schedule_by_age(page_as, world, rt, clock) 
         assert r.headers["vary"] == "HX-Request"
         assert delay_of(r.text) == delay, (age, r.text)
         assert f'data-since="{since:.3f}"' in r.text  # the page's watcher sends it back
-        assert 'hx-trigger="load' not in r.text  # no timer of its own (ui/watch.py)
+        assert 'hx-trigger="load' not in r.text  # no timer of its own (ui/watch/watcher.py)
         assert "Queued" in r.text and "HX-Trigger" not in r.headers
 
 

@@ -1,4 +1,4 @@
-"""The unchanged tick (ui/unchanged.py, desk/reads/memory.py): a tick whose rows, list, bell and
+"""The unchanged tick (ui/watch/unchanged.py, desk/reads/memory.py): a tick whose rows, list, bell and
 session did not change is answered from the process's memory of the change feed, with no
 statement at all; any change, and anything the memory cannot vouch for, is read as before."""
 

@@ -16,7 +16,7 @@ from desk.helpdesk import notifications
 from desk.work import tasks
 from jobs.execution import execute
 from jobs.processors import registry
-from ui import polling
+from ui.watch import polling
 
 ROW = re.compile(r'data-task-id="(\d+)"[^>]*data-poll data-since="([\d.]+)" [^>]*data-v="(\w+)"')
 

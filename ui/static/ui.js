@@ -1,11 +1,11 @@
 // taskdesk pages: what htmx does not do by itself.
 // - One watcher per page asks `/watch` for everything that changes by itself (unfinished task
 //   rows, the bell, the worker badge, the list's "anything newer?"), one request per tick; see
-//   ui/watch.py. The server says when to ask next (X-Poll-In): the earliest row on its schedule,
+//   ui/watch/watcher.py. The server says when to ask next (X-Poll-In): the earliest row on its schedule,
 //   else every 5 s. A hidden tab asks every 30 s and at once when shown again. A 503/429 waits
 //   for its Retry-After, a lost connection backs off; the watcher never stops by itself.
 // - A block that polls by itself (data-poll-self: the import form's controls) renders its next
-//   poll as an hx-trigger on the rows' schedule (ui/polling.py); a hidden tab holds that poll
+//   poll as an hx-trigger on the rows' schedule (ui/watch/polling.py); a hidden tab holds that poll
 //   and sends it at once when shown again.
 // - 5xx answers and lost connections of what the person did are said in #flash.
 // - Focus follows a form's answer, so keyboard and screen-reader users land on the result.
@@ -17,7 +17,7 @@
   var HIDDEN_MS = 30000;
   var ERROR_MS = 10000;
   var MAX_BACKOFF_MS = 60000;
-  var MAX_ROWS = 60; // rows one /watch carries at most (ui/watch.py MAX_ROWS)
+  var MAX_ROWS = 60; // rows one /watch carries at most (ui/watch/watcher.py MAX_ROWS)
   var TOAST_MS = 8000;
   var FADE_MS = 600;
 
@@ -122,7 +122,7 @@
     for (var i = 0; i < rows.length; i++) {
       var d = rows[i].dataset;
       if (done[d.taskId]) continue;
-      // ui/watch.py MAX_ROWS: the newest rows (on top) first; the rest wait for a later tick.
+      // ui/watch/watcher.py MAX_ROWS: the newest rows (on top) first; the rest wait for a later tick.
       if (parts.length >= MAX_ROWS) break;
       done[d.taskId] = true;
       parts.push("r=" + encodeURIComponent([d.taskId, d.since, d.v, d.cancel].join(":")));

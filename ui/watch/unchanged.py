@@ -4,7 +4,7 @@ without a database statement (docs/architecture.md, "Change feed").
 Most ticks find nothing new: the rows the page shows are still at their versions, the bell at its
 count, the list has nothing newer the viewer may see, the session still lives. `vouch` tells
 what of that the memory (`desk.reads.memory`) alone can vouch for: all of it, and the tick is
-the 204 the full tick (ui/watch.py) would have answered, with no statement; a part of it, and
+the 204 the full tick (watcher.py) would have answered, with no statement; a part of it, and
 the full tick reads only the rest. Whatever the memory cannot vouch for (never told, forgotten,
 the listener not connected) or what did change is read from the database.
 
@@ -23,8 +23,8 @@ from desk.ledger import rules as task_rules
 from desk.people import access, sessions
 from desk.reads import tick
 from desk.reads.memory import Memory, Reading, SessionMemo
-from ui import polling
-from ui.watched import Watched
+from ui.watch import polling
+from ui.watch.watched import Watched
 
 MISSING = object()
 VERSIONS_MAX = 100_000

@@ -7,12 +7,12 @@ badge's version, the list's newest id). Versions are read in one statement per k
 nothing differs the answer is 204 with no body and nothing rendered. Otherwise it carries the
 changed fragments only, each swapped out of band (`hx-swap-oob`), and — when a row has finished —
 the `task-finished` event the ticket page and the bell listen for. Every answer says in
-`X-Poll-In` when to ask again (ui.polling.tick_in); ui/static/ui.js keeps the timer.
+`X-Poll-In` when to ask again (ui.watch.polling.tick_in); ui/static/ui.js keeps the timer.
 
 A row the viewer may not see answers exactly as a row that does not exist: "gone".
 
-`polled` is the route's only handler, raw ASGI (ui.polled_route): the edge calls it before any
-routing, and the route hands it every GET.
+`polled` is the route's only handler, raw ASGI (ui.watch.polled_route): the edge calls it before
+any routing, and the route hands it every GET.
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ from desk.reads.bell import toast_for
 from desk.reads.lookups import MAX_ID
 from desk.reads.memory import Memory
 from desk.reads.tasks import TaskPage
-from ui import params, polling, rowpiece, task_lists, unchanged, viewer
+from ui import params, rowpiece, task_lists, viewer
 from ui.params import Declined
-from ui.polled_route import WATCH, PolledRoute, answers
 from ui.render import render_html
 from ui.taskview import TaskView
 from ui.viewer import Viewer
-from ui.watched import Watched, parse_row
+from ui.watch import polling, unchanged
+from ui.watch.polled_route import WATCH, PolledRoute, answers
+from ui.watch.watched import Watched, parse_row
 from web.auth import session_secret
 
 router = APIRouter(route_class=PolledRoute)
@@ -67,7 +68,7 @@ HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Red
 
 
 def row_version(row: tick.Row, now: datetime) -> str:
-    """The version of a row as the page's copy carries it (`data-v`, ui.polling.row_version)."""
+    """The version of a row as the page's copy carries it (`data-v`, polling.row_version)."""
     state = row.state
     paused = state.status == "WAITING" and lanes.lane_of(state.kind) in row.paused_lanes
     return polling.row_version(row.updated_at, task_rules.status_label(state, now), paused)
@@ -319,7 +320,7 @@ def _vouch(
     list_name: str | None,
     after: int,
 ) -> unchanged.Vouch | None:
-    """What the process's memory of the change feed vouches did not change (ui/unchanged.py)."""
+    """What the process's memory of the change feed vouches did not change (unchanged.py)."""
     memory = memory_of(request)
     if memory is None or not memory.trusted:
         return None

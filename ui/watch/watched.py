@@ -1,6 +1,6 @@
 """The rows a page watches, as it sends them to `GET /watch` (`id:since:version:cancel`): read by
-the watcher (ui.watch) and by the unchanged-tick check (ui.unchanged), which both depend on
-this module and not on each other."""
+the watcher (ui.watch.watcher) and by the unchanged-tick check (ui.watch.unchanged), so the check
+never imports the watcher (pyproject.toml's contract on ui.watch)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 Most of a busy web process's requests are these two, and FastAPI's routing and dependency
 solving would cost more than their one SQL statement and the row's rendering (docs/architecture.md,
 "Polling"). So they are raw ASGI handlers: the edge layer (web/edge.py) calls `Polled` before any
-routing, and their routes (`ui.polled_route.PolledRoute`, for an app served without the edge)
+routing, and their routes (`ui.watch.polled_route.PolledRoute`, for an app served without the edge)
 call the same handler. Each handler gives every answer itself — the fragment, a finished row's
 trigger, the watcher's 204, and every refusal as the pages' routes give it (ui.route): sign-in
 (303, or `HX-Redirect` for htmx), the same 404 for a missing and a hidden task, 400 with the
@@ -24,9 +24,10 @@ from typing import Any
 
 from starlette.types import Receive, Scope
 
-from ui import params, tasks_routes, watch
+from ui import params, tasks_routes
 from ui.params import Declined
-from ui.polled_route import ROW, WATCH, Answer, PolledRoute, answer, which
+from ui.watch import watcher
+from ui.watch.polled_route import ROW, WATCH, Answer, PolledRoute, answer, which
 
 __all__ = ["Declined", "Polled", "row_params", "watch_params"]
 
@@ -38,9 +39,9 @@ def row_params(scope: Scope) -> float | None:
 
 
 def watch_params(scope: Scope) -> dict[str, Any]:
-    """The watcher's query as `ui.watch.answer` takes it, in its plain spelling; Declined
+    """The watcher's query as `ui.watch.watcher.answer` takes it, in its plain spelling; Declined
     for anything else."""
-    return params.read(scope, watch.PARAMS, {"r": watch.ROWS})
+    return params.read(scope, watcher.PARAMS, {"r": watcher.ROWS})
 
 
 class Polled:
@@ -48,7 +49,7 @@ class Polled:
     request (the router's)."""
 
     def __init__(self) -> None:
-        routes = [*tasks_routes.router.routes, *watch.router.routes]
+        routes = [*tasks_routes.router.routes, *watcher.router.routes]
         # The route the router would have matched: the request log and metrics name it.
         self._routes: dict[str, Any] = {
             r.path: r for r in routes if isinstance(r, PolledRoute) and r.path in (WATCH, ROW)

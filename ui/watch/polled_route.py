@@ -3,9 +3,9 @@ watcher, `GET /watch`) and what their handlers share: which request is a poll, i
 a refusal answered as the pages' routes answer it.
 
 Each polled route's handler lives beside its page code (`ui.tasks_routes.polled_row`,
-`ui.watch.polled`) and registers itself here (`answers`); `ui.polled.Polled`, which the edge
-calls before any routing, and `PolledRoute`, for an app served without the edge, both call the
-handler registered for the path, so each route has one handler whoever hands it the request
+`ui.watch.watcher.polled`) and registers itself here (`answers`); `ui.watch.polled.Polled`, which
+the edge calls before any routing, and `PolledRoute`, for an app served without the edge, both call
+the handler registered for the path, so each route has one handler whoever hands it the request
 (docs/architecture.md, "Polling").
 """
 
@@ -32,7 +32,7 @@ Handler = Callable[[Request], Awaitable[Answer]]
 H = TypeVar("H", bound=Handler)
 
 # path template -> the one handler of that polled route (filled as ui.tasks_routes and
-# ui.watch are imported).
+# ui.watch.watcher are imported).
 HANDLERS: dict[str, Handler] = {}
 
 

@@ -48,8 +48,8 @@ def watched(since: float | None, now: float) -> tuple[float, int | None]:
     return start, next_delay(now - start)
 
 
-# One watcher per page (ui/watch.py, ui/static/ui.js) asks for everything the page shows in one
-# request: at the earliest schedule point of its unfinished rows, and at least every IDLE
+# One watcher per page (ui/watch/watcher.py, ui/static/ui.js) asks for everything the page shows
+# in one request: at the earliest schedule point of its unfinished rows, and at least every IDLE
 # seconds so a task started elsewhere shows within that; a hidden tab asks every HIDDEN seconds.
 IDLE = 5.0
 HIDDEN = 30.0
