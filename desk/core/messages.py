@@ -28,6 +28,8 @@ TEMPLATES: dict[str, Template] = {
     "reminder.cancelled_at_finish": "Cancelled while finishing; nobody was reminded.",
     "noop.cancelled_at_finish": "Cancelled while finishing.",
     "email.cancelled_at_finish": "Cancelled while sending; the message may have gone out.",
+    "mail_fetch.cancelled_at_finish": "Cancelled while finishing.",  # the batches stay stored
+    "mail_parse.cancelled_at_finish": "Cancelled while finishing.",  # what was read stays
     "import.done": (
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),

@@ -44,6 +44,8 @@ class TaskKind(StrEnum):
     IMPORT = "IMPORT"
     NOOP = "NOOP"  # benchmarks and tests only
     EMAIL = "EMAIL"  # one message to one address (desk/work/mail.py)
+    MAIL_FETCH = "MAIL_FETCH"  # one fetch of one mailbox (desk/work/fetch.py)
+    MAIL_PARSE = "MAIL_PARSE"  # a mailbox's fetched messages into tickets (desk/work/mail_parse.py)
 
 
 class TaskStatus(StrEnum):

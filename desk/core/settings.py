@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import ipaddress
 import urllib.parse
@@ -15,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret-change-me"})
 DEV_SECRET = "dev-secret-change-me"
+# A fixed Fernet key for dev and tests only (refused in production): mailboxes' passwords are
+# kept encrypted with MAILBOX_KEY (desk/work/mailboxes.py).
+DEV_MAILBOX_KEY = "dGFza2Rlc2stZGV2LW1haWxib3gta2V5LTMyLWJ5dGU="
 
 
 class Env(StrEnum):
@@ -171,6 +175,10 @@ class Settings(BaseSettings):
     mail_from: str = Field(default="taskdesk <taskdesk@localhost>", min_length=3, max_length=320)
     # The address people reach this deployment at: links in e-mails are built from it.
     public_url: str = Field(default="http://127.0.0.1:8000", min_length=8, max_length=500)
+    # Mail in: the Fernet key (`python -c "from cryptography.fernet import Fernet;
+    # print(Fernet.generate_key().decode())"`) that keeps mailboxes' passwords encrypted at rest.
+    # Empty: the dev key outside production; in production no mailbox can be connected.
+    mailbox_key: str = ""
 
     @field_validator("database_url", "direct_database_url", "feed_database_url")
     @classmethod
@@ -230,6 +238,30 @@ class Settings(BaseSettings):
                 "production (e.g. `openssl rand -hex 32`)"
             )
         return v
+
+    @field_validator("mailbox_key")
+    @classmethod
+    def _check_mailbox_key(cls, v: str, info: ValidationInfo) -> str:
+        if not v:
+            return v
+        try:
+            key = base64.urlsafe_b64decode(v.encode())
+        except ValueError:
+            key = b""
+        if len(key) != 32 or len(v) != 44:
+            raise ValueError("must be a Fernet key: 32 bytes in URL-safe base64 (44 characters)")
+        if info.data.get("taskdesk_env") is Env.PROD and v == DEV_MAILBOX_KEY:
+            raise ValueError("is the dev key; generate one for production (Fernet.generate_key())")
+        return v
+
+    @property
+    def mailbox_secret(self) -> str:
+        """The Fernet key of mailboxes' passwords; ValueError when production has none."""
+        if self.mailbox_key:
+            return self.mailbox_key
+        if self.taskdesk_env is Env.PROD:
+            raise ValueError("MAILBOX_KEY is not set: no mailbox password can be kept")
+        return DEV_MAILBOX_KEY
 
     @field_validator("ops_token")
     @classmethod

@@ -88,6 +88,9 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         TaskKind.IMPORT: Reach.ALL,
         TaskKind.NOOP: Reach.OWN,
         TaskKind.EMAIL: Reach.NONE,
+        # A mailbox's fetch and parse: admins manage mailboxes (docs/architecture.md, "Mail in").
+        TaskKind.MAIL_FETCH: Reach.ALL,
+        TaskKind.MAIL_PARSE: Reach.ALL,
     },
     Role.STAFF: {
         TaskKind.EXPORT: Reach.OWN,
@@ -95,6 +98,8 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         TaskKind.IMPORT: Reach.OWN,
         TaskKind.NOOP: Reach.OWN,
         TaskKind.EMAIL: Reach.NONE,
+        TaskKind.MAIL_FETCH: Reach.NONE,
+        TaskKind.MAIL_PARSE: Reach.NONE,
     },
     Role.CUSTOMER: {
         TaskKind.EXPORT: Reach.OWN,
@@ -102,6 +107,8 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         TaskKind.IMPORT: Reach.NONE,
         TaskKind.NOOP: Reach.OWN,
         TaskKind.EMAIL: Reach.NONE,
+        TaskKind.MAIL_FETCH: Reach.NONE,
+        TaskKind.MAIL_PARSE: Reach.NONE,
     },
 }
 # The rule as two sets of (role, kind): one look-up per row on the hot paths.

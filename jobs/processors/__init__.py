@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.execution import Processor
-from jobs.processors import email, export, imports, noop, reminder
+from jobs.processors import email, export, imports, mailbox, noop, reminder
 
 
 def registry() -> dict[str, Processor]:
@@ -13,4 +13,6 @@ def registry() -> dict[str, Processor]:
         "IMPORT": imports.process,
         "NOOP": noop.process,
         "EMAIL": email.process,
+        "MAIL_FETCH": mailbox.process_fetch,
+        "MAIL_PARSE": mailbox.process_parse,
     }
