@@ -173,7 +173,7 @@ class Execution:
                 row = await ledger_run.reread(conn, self.task_id)
                 if (
                     row is not None
-                    and row.status == "RUNNING"
+                    and row.status == TaskStatus.RUNNING
                     and row.execution_id == self.execution_id
                 ):
                     await ledger_upkeep.drop_chunks(conn, self.task_id, self.execution_id)
@@ -185,9 +185,9 @@ class Execution:
         row = await self._renew(reread)
         if row is None or row.execution_id != self.execution_id:
             raise LostFence()
-        if row.status == "COMPLETED":
+        if row.status == TaskStatus.COMPLETED:
             return False
-        if row.status != "RUNNING":
+        if row.status != TaskStatus.RUNNING:
             raise LostFence()
         self.row, self._task = row, None  # an import goes on after the rows it committed
         return True
@@ -265,13 +265,13 @@ async def _fail(ex: Execution, exc: BaseException, *, retryable: bool) -> None:
     # Meanwhile the task stays listed in this worker's registration, so a rescuer elsewhere
     # also names the database as the cause.
     task = await ex.fenced(write, patience=FAIL_PATIENCE)
-    if task is not None and task.status == "WAITING":
+    if task is not None and task.status == TaskStatus.WAITING:
         await send_now(rt, task)
     log.info(
         "task %s attempt %s failed (%s): %s",
         ex.task_id,
         ex.row.attempts,
-        "retry" if task and task.status == "WAITING" else "final",
+        "retry" if task and task.status == TaskStatus.WAITING else "final",
         message,
     )
 

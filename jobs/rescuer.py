@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from desk.core.models import TaskStatus
 from desk.core.queue import LANES, REDIS_ERRORS, parse_job_id
 from desk.core.runtime import Runtime
 from desk.ledger import sends as ledger_sends
@@ -38,7 +39,7 @@ async def run_once(rt: Runtime, now: datetime | None = None) -> int:
         )
     for task in rescued:
         log.warning("task %s lost its worker; now %s (run %s)", task.id, task.status, task.run)
-        if task.status == "WAITING":
+        if task.status == TaskStatus.WAITING:
             await kick(rt, task)
     return len(rescued)
 
@@ -59,7 +60,7 @@ async def sweep_queues(rt: Runtime) -> int:
         past = [
             jid
             for jid, parsed in jobs.items()
-            if parsed is None or rows.get(parsed[0]) != ("WAITING", parsed[1], parsed[2])
+            if parsed is None or rows.get(parsed[0]) != (TaskStatus.WAITING, parsed[1], parsed[2])
         ]
         await rt.queue.purge(past)
         removed += len(past)

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request, Response
 
 from desk.core.clock import arrived_at
 from desk.core.errors import TaskConflict, ValidationProblem
-from desk.core.models import TaskKind, Ticket
+from desk.core.models import CLOSED_TICKET, TaskKind, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import tickets
 from desk.reads import tasks as reads
@@ -80,7 +80,7 @@ def reminders_of(
             taskview.build(t, viewer_id=v.user_id, now=now, ticket_title=ticket.title)
             for t in mine[:HISTORY]
         ],
-        "closed": ticket.status in ("RESOLVED", "CLOSED"),
+        "closed": ticket.status in CLOSED_TICKET,
     }
 
 

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from desk.console import health
 from desk.core.metrics import generate_latest, seconds_between
+from desk.core.models import ACTIVE_STATUSES
 from desk.ledger import lanes
 
 # Only rows in flight: the partial index over WAITING / RUNNING rows answers it (a test checks
@@ -103,7 +104,7 @@ def _lane_gauges(
     for name in lanes.LANES:
         is_paused.labels(name).set(1 if name in paused else 0)
         slots.labels(name).set(lanes.slots(settings, name))
-        for status in ("WAITING", "RUNNING"):
+        for status in ACTIVE_STATUSES:
             by_lane.labels(name, status).set(0)
     for r in rows:
         by_lane.labels(lanes.lane_of(r.kind), r.status).inc(r.n)

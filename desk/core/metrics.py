@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate
 
 from desk.core import logs
+from desk.core.models import TaskStatus
 
 log = logging.getLogger("taskdesk.tasks")
 T = TypeVar("T")
@@ -122,7 +123,7 @@ def ended(task: T) -> T:
     """After a transition that may end a round: count it by the status it reached (WAITING
     after a failure is a retry; RUNNING means a cancel was only requested)."""
     t: Any = task
-    if t is None or t.status == "RUNNING":
+    if t is None or t.status == TaskStatus.RUNNING:
         return task
     outcome = _OUTCOMES.get(t.status, "retry")
     counter = {"completed": COMPLETED, "failed": FAILED, "cancelled": CANCELLED}
@@ -140,9 +141,9 @@ def ended(task: T) -> T:
 
 
 def _why(t: Any) -> str:
-    if t.status in ("FAILED", "WAITING") and t.last_error:
+    if t.status in (TaskStatus.FAILED, TaskStatus.WAITING) and t.last_error:
         return f": {t.last_error}"
-    if t.status == "COMPLETED" and t.result_summary:
+    if t.status == TaskStatus.COMPLETED and t.result_summary:
         return f": {t.result_summary}"
     return ""
 
@@ -153,7 +154,7 @@ def rescued(tasks: list[T]) -> list[T]:
         t: Any = task
         RESCUED.labels(t.kind).inc()
         _event("rescued", t, "task %s rescued: now %s (run %s)", t.id, t.status, t.run)
-        if t.status != "WAITING":
+        if t.status != TaskStatus.WAITING:
             ended(t)
     return tasks
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from desk.core import tracing
 from desk.core.gather import Gather, Stopped
-from desk.core.models import BackgroundTask
+from desk.core.models import BackgroundTask, TaskStatus
 from desk.core.pg import Pg
 from desk.core.queue import Queue, Sent
 from desk.core.runtime import Runtime
@@ -73,7 +73,7 @@ async def send_now(rt: Runtime, task: BackgroundTask | Row) -> bool:
     """Hand the task to arq now (deferred when it is due later); True if Redis took it."""
     now = rt.clock()
     s = rt.settings
-    if task.status != "WAITING" or task.run_at > now + timedelta(
+    if task.status != TaskStatus.WAITING or task.run_at > now + timedelta(
         seconds=s.dispatch_lookahead_seconds
     ):
         return False  # the dispatcher sends it when it comes within the look-ahead

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from desk.core.errors import NotFound
-from desk.core.models import Ticket
+from desk.core.models import TaskStatus, Ticket
 from desk.core.runtime import Runtime
 from desk.helpdesk import attachments, thread, tickets
 from desk.helpdesk.attachments import Attachment
@@ -54,13 +54,13 @@ class ThreadView:
 
 
 def delivery_state(status: str, attempts: int) -> str:
-    if status == "COMPLETED":
+    if status == TaskStatus.COMPLETED:
         return "delivered"
-    if status == "FAILED":
+    if status == TaskStatus.FAILED:
         return "failed"
-    if status == "CANCELLED":
+    if status == TaskStatus.CANCELLED:
         return "cancelled"
-    if status == "WAITING" and attempts > 0:
+    if status == TaskStatus.WAITING and attempts > 0:
         return "retrying"
     return "sending"
 

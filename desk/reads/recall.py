@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from desk.core.memo import ByObject
-from desk.core.models import Role
+from desk.core.models import Role, TaskStatus
 from desk.core.rows import TaskRow
 from desk.people import access, sessions
 from desk.reads import tick
@@ -120,7 +120,7 @@ def _teams(memo: SessionMemo, team_id: int | None) -> list[TeamRef] | None:
 
 def _paused(memory: Memory, tasks: Sequence[TaskRow]) -> frozenset[str] | None:
     """The lanes' pauses when a row waits (the row says so), else none needed."""
-    if not any(t.status == "WAITING" for t in tasks):
+    if not any(t.status == TaskStatus.WAITING for t in tasks):
         return frozenset()
     return memory.lanes_paused()
 

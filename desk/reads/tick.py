@@ -34,7 +34,7 @@ from psycopg import sql
 
 from desk.core.clock import micros
 from desk.core.feed import TaskNote
-from desk.core.models import Role, TaskKind
+from desk.core.models import Role, TaskKind, TaskStatus
 from desk.core.pg import Pg
 from desk.core.rows import TASK_COLUMNS, TaskRow
 from desk.ledger.rules import TaskLike
@@ -134,7 +134,7 @@ def note_of(row: Row) -> TaskNote:
 def row_of(task: TaskRow, title: str | None, paused: frozenset[str], role: Role) -> Row:
     """A watched row as `_row` makes it of a read, made of a row remembered whole
     (desk/reads/recall.py): the same `data`, so the caller cannot tell the two apart."""
-    waiting = task.status == "WAITING"
+    waiting = task.status == TaskStatus.WAITING
     data = (
         *_TASK_VALUES(task),
         title if task.kind == "REMINDER" else None,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from desk.core.models import TaskStatus
 from taskdesk.commands import Subparsers, add_data_dir, with_runtime
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
@@ -96,7 +97,7 @@ async def _follow(rt: Any, user: int, task_id: int, report: Path | None) -> int:
             async for chunk in await imports.open_report(rt, user, task_id):
                 out.write(chunk)
         print(f"rejected rows written to {report}")
-    return 0 if task.status == "COMPLETED" else 1
+    return 0 if task.status == TaskStatus.COMPLETED else 1
 
 
 def _bar(task: Any, tty: bool) -> None:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from desk.console import failures, health, task_admin
 from desk.console import overview as console
 from desk.core.errors import ValidationProblem
-from desk.core.models import BackgroundTask, TaskKind, TaskStatus
+from desk.core.models import ACTIVE_STATUSES, BackgroundTask, TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import events
 from desk.people import audit
@@ -84,7 +84,7 @@ async def task_page(
         story=story,
         actions=actions,
         diagnosis=diagnosis,
-        live_url=url if found.task.status in ("WAITING", "RUNNING") else None,
+        live_url=url if found.task.status in ACTIVE_STATUSES else None,
         live_stream=stream_url(task=task_id),
         delay=delay,
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from desk.core.feed import TaskNote
-from desk.core.models import Role
+from desk.core.models import Role, TaskStatus
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
 from desk.people import access, sessions
@@ -75,7 +75,7 @@ def _row_unchanged(
     if member is None or not access.can_see_task(member, note.kind, note.owner_id):
         return False
     paused = False
-    if note.status == "WAITING":
+    if note.status == TaskStatus.WAITING:
         lanes_paused = memory.lanes_paused()
         if lanes_paused is None:
             return False
@@ -151,12 +151,12 @@ def learn(
         hit = row.hit()
         if hit.task is not None:
             memory.learn_whole(r, hit.task, row.role, hit.ticket_title)
-        if row.state.status == "WAITING":
+        if row.state.status == TaskStatus.WAITING:
             memory.learn_paused(r, row.paused_lanes)
     page = found.listing
     if page is not None and found.list_role is not None:
         for task in page.items:
             memory.learn_whole(r, task, found.list_role, page.titles.get(task.ticket_id or 0))
-        if any(t.status == "WAITING" for t in page.items):  # read with them only then
+        if any(t.status == TaskStatus.WAITING for t in page.items):  # read with them only then
             memory.learn_paused(r, page.paused_lanes)
     memory.learn_roles(r, user_id, roles)

@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from desk.console import health
 from desk.core.errors import ValidationProblem
-from desk.core.models import TaskKind
+from desk.core.models import TaskKind, TaskStatus
 from desk.core.runtime import Runtime
 from desk.ledger import lanes
 from desk.ledger import rules as task_rules
@@ -70,7 +70,7 @@ HEALTH_TTL = 2.0  # seconds one process reuses a worker-badge read (it scans Red
 def row_version(row: tick.Row, now: datetime) -> str:
     """The version of a row as the page's copy carries it (`data-v`, polling.row_version)."""
     state = row.state
-    paused = state.status == "WAITING" and lanes.lane_of(state.kind) in row.paused_lanes
+    paused = state.status == TaskStatus.WAITING and lanes.lane_of(state.kind) in row.paused_lanes
     return polling.row_version(row.updated_at, task_rules.status_label(state, now), paused)
 
 
