@@ -45,7 +45,7 @@ from arq.constants import (
     retry_key_prefix,
 )
 from arq.jobs import serialize_job
-from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio import ConnectionPool
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import RedisError
 
@@ -471,8 +471,3 @@ class Queue:
 
     async def close(self) -> None:
         await self.redis.aclose()
-
-
-def plain_redis(url: str) -> Redis:
-    redis: Redis = Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2.0)
-    return redis

@@ -97,10 +97,6 @@ RESCUE = (
     " dispatched_at = NULL, lease_until = NULL, updated_at = %(now)s "
     "FROM lost WHERE b.id = lost.id RETURNING b.*"
 )
-STORE_CHUNK = (
-    "INSERT INTO task_result_chunk (task_id, execution_id, seq, data) "
-    "VALUES (%(t)s, %(e)s, %(s)s, %(d)s)"
-)
 
 
 async def rescue(
@@ -112,12 +108,6 @@ async def rescue(
     renew the lease because it could not reach the database, and `last_error` says so."""
     found = await rows(conn, RESCUE, {"now": now, "lim": limit, "unreachable": list(unreachable)})
     return metrics.rescued([BackgroundTask(**r) for r in found])
-
-
-async def store_chunk(
-    conn: AsyncConnection, task_id: int, execution_id: str, seq: int, data: bytes
-) -> None:
-    await execute(conn, STORE_CHUNK, {"t": task_id, "e": execution_id, "s": seq, "d": data})
 
 
 async def next_chunk(

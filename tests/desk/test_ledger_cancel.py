@@ -31,6 +31,17 @@ async def _cancel(rt, task_id: int) -> None:
     assert asked.status == "RUNNING" and asked.cancel_requested
 
 
+async def _chunk(conn, task_id: int, execution_id: str) -> None:
+    """A stored chunk of the file, as an export's run leaves it."""
+    await conn.execute(
+        sa.text(
+            "INSERT INTO task_result_chunk (task_id, execution_id, seq, data) "
+            "VALUES (:t, :e, 0, :d)"
+        ),
+        {"t": task_id, "e": execution_id, "d": b"id,title\n"},
+    )
+
+
 async def _chunks(rt, task_id: int) -> int:
     async with rt.engine.connect() as conn:
         q = sa.text("SELECT count(*) FROM task_result_chunk WHERE task_id = :t")
@@ -49,7 +60,7 @@ async def test_a_finish_after_a_recorded_cancel_ends_cancelled_and_drops_the_fil
     task = await tasks.create_export(rt, world.staff, world.team, {})
     await _claimed(rt, task)
     async with rt.engine.begin() as conn:
-        await ledger_upkeep.store_chunk(conn, task.id, "e1", 0, b"id,title\n")
+        await _chunk(conn, task.id, "e1")
         await ledger_run.pulse(conn, task.id, "e1", now=clock(), lease=LEASE, current=4, total=4)
     await _cancel(rt, task.id)  # after the last progress write
     clock.advance(1)
@@ -129,12 +140,12 @@ async def test_a_cancel_is_recorded_at_once_while_an_export_stores_its_chunks(
     task = await tasks.create_export(rt, world.staff, world.team, {})
     await _claimed(rt, task)
     async with rt.engine.begin() as building:
-        await ledger_upkeep.store_chunk(building, task.id, "e1", 0, b"id,title\n")
+        await _chunk(building, task.id, "e1")
         asked = await asyncio.wait_for(tasks.cancel_task(rt, world.staff, task.id), 30)
         assert asked.status == "RUNNING" and asked.cancel_requested
         other = await tasks.create_export(rt, world.staff, world.team, {"q": "x"})
         await _claimed(rt, other, "e2")
-        await ledger_upkeep.store_chunk(building, other.id, "e2", 0, b"id,title\n")
+        await _chunk(building, other.id, "e2")
         async with rt.engine.begin() as conn:
             console = await asyncio.wait_for(ledger.cancel_id(conn, other.id, now=clock()), 30)
         assert console.cancel_requested
