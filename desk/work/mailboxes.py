@@ -127,3 +127,24 @@ async def note_error(db: Db, mailbox_id: int, error: str | None, *, now: datetim
         "UPDATE mailbox SET last_error = %(e)s, last_fetch_at = %(now)s WHERE id = %(id)s",
         {"e": error, "now": now, "id": mailbox_id},
     )
+
+
+# Every enabled mailbox with no active fetch gets one (one cadence from now): a fetch that
+# failed for good (its last attempt used) ends its chain, and this restarts it, so no mailbox
+# stops being fetched silently. The scope index makes concurrent passes insert one.
+_ENSURE = (
+    "INSERT INTO background_task (kind, team_id, owner_id, scope_key, filters, run_at, "
+    " max_attempts, sends, created_at, updated_at) "
+    "SELECT 'MAIL_FETCH', m.team_id, m.created_by_id, 'mailbox:' || m.id, "
+    " jsonb_build_object('mailbox_id', m.id), %(now)s + make_interval(secs => m.cadence_seconds),"
+    " 5, 0, %(now)s, %(now)s FROM mailbox m WHERE m.enabled AND NOT EXISTS (SELECT 1 FROM "
+    " background_task t WHERE t.kind = 'MAIL_FETCH' AND t.team_id = m.team_id "
+    " AND t.scope_key = 'mailbox:' || m.id AND t.status IN ('WAITING', 'RUNNING')) "
+    "ON CONFLICT (kind, team_id, scope_key) WHERE status IN ('WAITING', 'RUNNING') DO NOTHING "
+    "RETURNING id"
+)
+
+
+async def ensure_fetches(db: Db, *, now: datetime) -> list[int]:
+    """The fetches this pass queued (the dispatcher sends them when due)."""
+    return [int(r["id"]) for r in await rows(db, _ENSURE, {"now": now})]

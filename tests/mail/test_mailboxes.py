@@ -22,6 +22,7 @@ from desk.core.runtime import Runtime
 from desk.core.settings import DEV_MAILBOX_KEY, Env, Settings
 from desk.work import fetch, mail_parse, mailboxes
 from desk.work.mailboxes import Mailbox
+from jobs import scheduler
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
@@ -187,6 +188,16 @@ async def test_a_wrong_password_says_what_failed_and_is_retried(
     assert "login refused" in mb.last_error
     [stored] = await _q(rt, "SELECT password_enc FROM mailbox WHERE id = :i", i=box.id)
     assert b"wrong" not in bytes(stored.password_enc)  # encrypted at rest
+    # Its last attempt used, the fetch fails for good; the scheduler's pass starts a new one.
+    async with rt.engine.begin() as conn:
+        await conn.execute(sa.text("UPDATE background_task SET status = 'FAILED', run = run + 1, "
+                                   "finished_at = now() WHERE kind = 'MAIL_FETCH'"))  # fmt: skip
+    await scheduler.run_once(rt)
+    await scheduler.run_once(rt)  # a second pass adds none
+    waiting = await _q(
+        rt, "SELECT run_at FROM background_task WHERE kind = 'MAIL_FETCH' AND status = 'WAITING'"
+    )
+    assert [(w.run_at - rt.clock()).total_seconds() for w in waiting] == [30]
 
 
 def test_the_mailbox_key_is_checked_at_start() -> None:
