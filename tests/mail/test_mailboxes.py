@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
+from desk.core.clock import utcnow
 from desk.core.runtime import Runtime
 from desk.core.settings import DEV_MAILBOX_KEY, Env, Settings
 from desk.work import fetch, mail_parse, mailboxes
@@ -26,6 +27,7 @@ from jobs import scheduler
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
+from tests.helpers import WorkerProcess, wait_for
 from tests.imap_server import PASSWORD, USER, ImapServer, available
 
 
@@ -215,3 +217,32 @@ def test_the_mailbox_key_is_checked_at_start() -> None:
         box.password(Settings(taskdesk_env=Env.DEV))
     with pytest.raises(ValueError, match="MAILBOX_KEY is not set"):
         box.password(Settings(taskdesk_env=Env.PROD, secret_key="x" * 32))
+
+
+@pytest.mark.slow
+async def test_a_real_worker_turns_a_mail_into_a_ticket_and_fetches_again(
+    rt: Runtime, world: World, settings: Settings, imap: ImapServer, tmp_path: Path
+) -> None:
+    rt.clock = utcnow
+    imap.append(_mail("dee@cust.test", "Worker made", "Via the worker.", "<w1@cust.test>"))
+    worker = WorkerProcess(settings, tmp_path / "worker.log", lease_seconds=2)
+    try:
+        box = await _mailbox(rt, world, imap)
+
+        async def ticket() -> bool:
+            return bool(await _q(rt, "SELECT id FROM ticket WHERE title = 'Worker made'"))
+
+        await wait_for(ticket, timeout=60, what="the fetched mail to become a ticket")
+        async with rt.engine.begin() as conn:  # the next fetch due now instead of in 30 s
+            await conn.execute(sa.text("UPDATE background_task SET run_at = now() "
+                                       "WHERE kind = 'MAIL_FETCH' AND status = 'WAITING'"))  # fmt: skip
+        imap.append(_mail("dee@cust.test", "Worker again", "Second.", "<w2@cust.test>"))
+
+        async def second() -> bool:
+            return bool(await _q(rt, "SELECT id FROM ticket WHERE title = 'Worker again'"))
+
+        await wait_for(second, timeout=60, what="the second mail to become a ticket")
+    finally:
+        worker.stop()
+    rows = await _q(rt, "SELECT outcome FROM inbound_mail WHERE mailbox_id = :b", b=box.id)
+    assert [r.outcome for r in rows] == ["ticket", "ticket"]
