@@ -130,6 +130,12 @@ class ImapServer:
             typ, said = imap.append(folder, "", None, raw)
             assert typ == "OK", said
 
+    def append_many(self, raws: list[bytes], folder: str = "INBOX") -> None:
+        with self.client() as imap:
+            for raw in raws:
+                typ, said = imap.append(folder, "", None, raw)
+                assert typ == "OK", said
+
     def flags(self, folder: str = "INBOX") -> list[bytes]:
         """Each message's flags (nothing a fetch may set)."""
         with self.client() as imap:

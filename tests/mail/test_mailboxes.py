@@ -246,3 +246,44 @@ async def test_a_real_worker_turns_a_mail_into_a_ticket_and_fetches_again(
         worker.stop()
     rows = await _q(rt, "SELECT outcome FROM inbound_mail WHERE mailbox_id = :b", b=box.id)
     assert [r.outcome for r in rows] == ["ticket", "ticket"]
+
+
+@pytest.mark.slow
+async def test_kill_9_mid_parse_makes_every_message_one_ticket(
+    rt: Runtime, world: World, settings: Settings, imap: ImapServer, tmp_path: Path
+) -> None:
+    rt.clock = utcnow
+    n = 300
+    imap.append_many(
+        [_mail("eve@cust.test", f"Drill {i:03d}", "Once.", f"<d{i}@cust.test>") for i in range(n)]
+    )
+    await _mailbox(rt, world, imap)
+
+    async def tickets() -> int:
+        return len(await _q(rt, "SELECT id FROM ticket WHERE title LIKE 'Drill %'"))
+
+    first = WorkerProcess(settings, tmp_path / "w1.log", lease_seconds=2, heartbeat_ttl_seconds=3)
+    try:
+        await wait_for(lambda: _some(tickets), timeout=60, what="the parse to be under way")
+        first.kill()
+        at_kill = await tickets()
+    finally:
+        first.stop()
+    second = WorkerProcess(settings, tmp_path / "w2.log", lease_seconds=2, heartbeat_ttl_seconds=3)
+    try:
+        await wait_for(lambda: _all(tickets, n), timeout=90, what="every message to be a ticket")
+    finally:
+        second.stop()
+    assert 0 < at_kill < n  # the kill landed mid-parse
+    titles = await _q(rt, "SELECT title FROM ticket WHERE title LIKE 'Drill %'")
+    assert len(titles) == len({t.title for t in titles}) == n
+    parsed = await _q(rt, "SELECT count(*) AS c FROM inbound_mail WHERE outcome = 'ticket'")
+    assert parsed[0].c == n
+
+
+async def _some(count: Any) -> bool:
+    return bool(await count() > 0)
+
+
+async def _all(count: Any, n: int) -> bool:
+    return bool(await count() >= n)
