@@ -7,8 +7,9 @@ process) under one of three pressures, alternated in the same run:
 - exports: whole-team exports of the big team back to back through the same worker, the whole
   window (the product's export path);
 - held: one REPEATABLE READ snapshot of the run's database held the whole window, as the
-  export's writers share one exported snapshot for a whole file (jobs/processors/export.py):
-  the same horizon as a long export, without its CPU, which tells the two costs apart.
+  export's writers shared one for a whole file until issue 41 (since, an export holds a
+  snapshot only for the one statement that copies its rows, docs/architecture.md, "Export
+  snapshot"): the horizon a long export used to hold, without its CPU.
 
 While the pressure still runs, after the load: `dispatcher.run_once` with nothing due
 (median of `SWEEPS` passes), then `VACUUM background_task, task_event`, whose report leaves in
@@ -55,7 +56,7 @@ async def _vacuum(url: str) -> dict[str, int]:
 
 @contextlib.asynccontextmanager
 async def _held(url: str) -> AsyncIterator[None]:
-    """A REPEATABLE READ snapshot of the run's database, held for the block (the kind an export's writers share)."""
+    """A REPEATABLE READ snapshot of the run's database, held for the block (the kind an export's writers shared)."""
     async with await psycopg.AsyncConnection.connect(url) as conn:
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         await conn.execute("SELECT count(*) FROM ticket")
@@ -173,7 +174,7 @@ def _rows(got: dict[str, list[dict]], took: list[float], seconds: float) -> list
 
     held = {k: percentile(of("held", k), 50) for k in ("dead", "sweep", "p99")}
     before = (
-        f"before (one REPEATABLE READ snapshot held the whole window, as the export's was): "
+        f"before (one REPEATABLE READ snapshot held the whole window, as an export's was until issue 41): "
         f"{held['dead']:,.0f} dead left ({split('held')}), sweep {held['sweep']:.2f} ms, "
         f"start p99 {held['p99']:.1f} ms"
     )
@@ -199,6 +200,6 @@ def _rows(got: dict[str, list[dict]], took: list[float], seconds: float) -> list
     ):
         rows.append(
             Row(f"long-snapshot {name}, held snapshot (before)", unit, of("held", key),
-                of("none", key), note="information: one snapshot held the whole window, as an export's writers share one")
+                of("none", key), note="information: one snapshot held the whole window, as an export's writers shared one")
         )  # fmt: skip
     return rows

@@ -1,8 +1,9 @@
 """What an export contains: the ticket query for a task's filters and the CSV it is written as.
 
 The CSV is produced by PostgreSQL itself: formula cells are neutralised, times formatted and
-cells quoted in SQL. The worker stores it chunk by chunk with `chunk_sql` (`INSERT … SELECT`, the
-bytes never leave the server); `copy_sql` is the same CSV through `COPY … TO STDOUT CSV`, the
+cells quoted in SQL. The worker copies the export's rows once into their own table
+(desk/work/export_rows.py), then stores the CSV chunk by chunk from it with `chunk_sql`
+(`INSERT … SELECT`, the bytes never leave the server); `copy_sql` is the same CSV through `COPY … TO STDOUT CSV`, the
 reference it must equal byte for byte (tests, and the benchmark's baseline). `build_slot` is
 the database-wide budget of chunk builds running at once (EXPORT_BUILD_SLOTS).
 """
@@ -23,6 +24,7 @@ from desk.core.db import end_backend
 from desk.core.messages import Message, message
 from desk.core.models import BackgroundTask
 from desk.helpdesk.filters import filter_sql, parse_filter
+from desk.work import export_rows
 
 BOM = b"\xef\xbb\xbf"
 COLUMNS = (
@@ -110,46 +112,36 @@ def _cell(expr: str) -> str:
 
 
 def _line() -> str:
-    """One CSV line (with its LF) per ticket, equal to a row of `copy_sql`'s output."""
+    """One CSV line (with its LF) per row of the export's table (desk/work/export_rows.py),
+    equal to a row of `copy_sql`'s output."""
     cells = [
-        "t.id::text",
-        _cell("t.title"),
+        "r.id::text",
+        _cell("r.title"),
         # NOT NULL, and the table's checks allow only the enum names: never quoted.
-        "t.status",
-        "t.priority",
-        _cell("coalesce(a.email, '')"),
-        _cell("c.email"),
+        "r.status",
+        "r.priority",
+        _cell("r.assignee_email"),
+        _cell("r.creator_email"),
         # Fixed digits and punctuation: never quoted.
-        f"coalesce({_iso('t.created_at')}, '')",
-        f"coalesce({_iso('t.updated_at')}, '')",
-        "t.message_count::text",
-        f"coalesce({_iso('t.first_response_at')}, '')",
-        f"coalesce({_iso(LAST_PUBLIC_REPLY)}, '')",
+        f"coalesce({_iso('r.created_at')}, '')",
+        f"coalesce({_iso('r.updated_at')}, '')",
+        "r.message_count::text",
+        f"coalesce({_iso('r.first_response_at')}, '')",
+        f"coalesce({_iso('r.last_public_reply_at')}, '')",
     ]
     return " || ',' || ".join(cells) + " || E'\\n'"
 
 
-def bounds_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
-    """The last id of every `:x_rows`-th matching ticket (but not of the last one): the chunks'
-    id ranges. Needs `:x_rows` and `:x_total` (the count in the same snapshot)."""
-    where, params = export_where(task)
-    return (
-        "SELECT id FROM (SELECT t.id, row_number() OVER (ORDER BY t.id) AS rn "
-        f"FROM ticket t WHERE {where}) s WHERE rn % :x_rows = 0 AND rn < :x_total ORDER BY id"
-    ), params
-
-
 def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
-    """Store the CSV lines of the tickets with `:x_lo < id <= :x_hi` as chunk `:x_seq` of task
-    `:x_task`'s execution `:x_exec`, after the bytes `:x_head`; returns (rows, bytes stored)."""
-    where, params = export_where(task)
+    """Store the CSV lines of the rows `:x_lo < rn <= :x_hi` of the export's table (the task's
+    current execution's, desk/work/export_rows.py) as chunk `:x_seq` of task `:x_task`'s
+    execution `:x_exec`, after the bytes `:x_head`; returns (rows, bytes stored)."""
     # string_agg takes the rows in the order the subquery sorted them (a plain aggregate over one
-    # sorted subquery); `string_agg(… ORDER BY t.id)` would sort every chunk a second time.
-    # tests/desk/test_export_bytes.py checks the order against COPY's.
+    # sorted subquery, read through the table's index on rn); `string_agg(… ORDER BY rn)` would
+    # sort every chunk a second time. tests/desk/test_export_bytes.py checks the order against COPY's.
     lines = (
-        f"SELECT {_line()} AS line "
-        "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
-        f"WHERE {where} AND t.id > :x_lo AND t.id <= :x_hi ORDER BY t.id"
+        f"SELECT {_line()} AS line FROM {export_rows.table(task)} r "
+        "WHERE r.rn > :x_lo AND r.rn <= :x_hi ORDER BY r.rn"
     )
     return (
         f"WITH b AS (SELECT count(*) AS n, coalesce(string_agg(line, ''), '') AS body FROM ({lines}) l), "
@@ -157,12 +149,13 @@ def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
         "SELECT :x_task, :x_exec, :x_seq, CAST(:x_head AS bytea) || convert_to(body, 'UTF8') FROM b "
         "RETURNING octet_length(data) AS size) "
         "SELECT b.n, ins.size FROM b, ins"
-    ), params
+    ), {}
 
 
 # Build slots: advisory locks (SLOT_LOCK, slot number), one per chunk build, so every worker
 # process on every host sees the same budget of CSV builds at once (the CPU they use is the
-# database's). Session locks, since a writer's transaction spans its whole export. Writers that
+# database's). Session locks, taken and given back inside the chunk's transaction (a
+# transaction pooler keeps the session that long). Writers that
 # must wait queue on one more lock (QUEUE_LOCK, 0): PostgreSQL grants it in turn, and the first
 # in line takes whichever slot frees first (a wait on one chosen slot could sit behind a build
 # that holds it for long while the others free).

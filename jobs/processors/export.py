@@ -1,13 +1,17 @@
 """EXPORT: PostgreSQL writes the CSV straight into stored chunks while the worker reports progress.
 
-The matching tickets are split into id ranges of `ROWS_PER_CHUNK` rows; each range becomes one
-chunk by one `INSERT … SELECT` (desk.work.exports.chunk_sql), so the CSV bytes never travel to the
-worker and back, and no Python runs per row. Up to `WRITERS` connections store ranges at the same
-time, all in one REPEATABLE READ snapshot (exported by the first), so the file shows the
-tickets as they were at one instant, exactly as one `COPY` would. Each chunk is built holding
-one of EXPORT_BUILD_SLOTS slots shared by every worker through the database
-(desk.work.exports.build_slot): an export alone gets two writers, exports together take turns.
-Chunks are keyed by execution id; only the execution that wins the fenced finish keeps them.
+One statement copies the matching tickets into the execution's own UNLOGGED table
+(desk/work/export_rows.py) and commits: the file is the tickets as they were at that instant,
+exactly as one `COPY` would show them, and no snapshot is held beyond that statement (a long
+export no longer holds back VACUUM; docs/architecture.md, "Export snapshot"). The table's rows
+are split into ranges of `ROWS_PER_CHUNK`; each range becomes one chunk by one `INSERT … SELECT`
+(desk.work.exports.chunk_sql) in a transaction of its own, so the CSV bytes never travel to the
+worker and back, and no Python runs per row. Up to `WRITERS` connections store ranges at the
+same time. Each chunk is built holding one of EXPORT_BUILD_SLOTS slots shared by every worker
+through the database (desk.work.exports.build_slot), taken and given back inside its
+transaction: an export alone gets two writers, exports together take turns. Chunks are keyed by
+execution id; only the execution that wins the fenced finish keeps them, and a failed export
+deletes its own. An execution after a killed one adopts its table and chunks and builds the rest.
 The worker holds no CSV in memory.
 """
 
@@ -15,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,12 +28,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from desk.core.db import is_transient
 from desk.core.messages import message
 from desk.core.models import TaskStatus
 from desk.ledger import run as ledger_run
 from desk.ledger import upkeep as ledger_upkeep
 from desk.people import access
-from desk.work import exports, news
+from desk.work import export_rows, exports, news
 from jobs.execution import Execution
 from jobs.outcomes import Permanent
 
@@ -40,13 +44,11 @@ WRITERS = 2  # at most: a second writer only while a second build slot is free
 
 PROGRESS_SECONDS = 0.5
 
-_REPEATABLE_READ = sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 # The chunk transactions do not wait for the WAL flush. That is safe: the fenced finish commits
 # synchronously after them, which flushes the WAL up to it; a crash before that loses only
-# chunks of an unfinished execution, which are discarded anyway. Set after SET TRANSACTION
-# SNAPSHOT, which must come before any query.
+# chunks of an unfinished execution, which the next one builds again (its table is emptied by
+# the crash too, so it copies the rows anew, export_rows.adopt).
 _ASYNC_COMMIT = sa.text("SELECT set_config('synchronous_commit', 'off', true)")
-_SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f-]+")
 
 
 @dataclass
@@ -56,6 +58,7 @@ class _Run:
     ex: Execution
     total: int
     ranges: Iterator[tuple[int, tuple[int, int]]]
+    sql: str
     rows: int = 0
     size: int = 0
     next_report: float = 0.0
@@ -73,42 +76,59 @@ async def _check_member(ex: Execution) -> None:
         task.scope_creator_id = task.owner_id
 
 
-async def _plan(ex: Execution, conn: AsyncConnection) -> tuple[int, list[tuple[int, int]]]:
-    """In the snapshot just begun: the row total (within the limit) and the chunks' id ranges."""
-    sql, params = exports.count_sql(ex.task)
-    total = int((await conn.execute(sa.text(sql), params)).scalar_one())
-    if total > ex.rt.settings.export_max_rows:
+async def _rows(ex: Execution, conn: AsyncConnection) -> export_rows.Rows:
+    """The export's table, adopted from a killed execution or copied now (one statement, one
+    moment: its transaction commits before any chunk is built)."""
+    task = ex.task
+    where = exports.export_where(task)
+    print_ = export_rows.fingerprint(task, where, ROWS_PER_CHUNK)
+    async with conn.begin():
+        await conn.execute(_ASYNC_COMMIT)
+        found = await export_rows.adopt(conn, task, print_)
+        if found is not None:
+            return found
+        await export_rows.drop(conn, task, chunks=True)
         limit = ex.rt.settings.export_max_rows
-        raise Permanent(message("export.too_many_rows", rows=total, limit=limit))
-    ends: list[int] = []
-    if total > ROWS_PER_CHUNK:  # else one chunk: no boundary, and no second scan to learn so
-        sql, params = exports.bounds_sql(ex.task)
-        params |= {"x_rows": ROWS_PER_CHUNK, "x_total": total}
-        ends = list((await conn.execute(sa.text(sql), params)).scalars())
-    # Ids are positive; the last range is open-ended (no row lies beyond the total anyway).
-    return total, list(zip([0, *ends], [*ends, 2**63 - 1], strict=True))
+        last = exports.LAST_PUBLIC_REPLY
+        rows = await export_rows.copy(conn, task, where, last=last, limit=limit + 1, print_=print_)
+        if rows.total > limit:  # rolled back: no table is left
+            sql, params = exports.count_sql(task)
+            total = int((await conn.execute(sa.text(sql), params)).scalar_one())
+            raise Permanent(message("export.too_many_rows", rows=total, limit=limit))
+    return rows
+
+
+def _ranges(rows: export_rows.Rows) -> tuple[int, list[tuple[int, tuple[int, int]]]]:
+    """(rows already stored, the ranges of row numbers still to store by seq): one chunk per
+    ROWS_PER_CHUNK rows, and one (the header's) for no rows."""
+    count = max(1, -(-rows.total // ROWS_PER_CHUNK))
+    done = sum(min(ROWS_PER_CHUNK, rows.total - s * ROWS_PER_CHUNK) for s in rows.stored)
+    todo = [(s, (s * ROWS_PER_CHUNK, (s + 1) * ROWS_PER_CHUNK)) for s in range(count)]
+    return done, [r for r in todo if r[0] not in rows.stored]
 
 
 async def _store(run: _Run, conn: AsyncConnection, *, lead: bool = True) -> None:
-    """Store ranges until none is left (several of these share `run.ranges`). Each chunk is
-    built holding one of the database-wide build slots: the lead writer waits its turn for the
-    first one that frees, a helper stops as soon as none is free or another writer is already
-    waiting for one (the lead then stores the rest)."""
+    """Store ranges until none is left (several of these share `run.ranges`), each chunk in a
+    transaction of its own, built holding one of the database-wide build slots: the lead writer
+    waits its turn for the first one that frees, a helper stops as soon as none is free or
+    another writer is already waiting for one (the lead then stores the rest)."""
     ex = run.ex
-    sql, params = exports.chunk_sql(ex.task)
-    params |= {"x_task": ex.task_id, "x_exec": ex.execution_id}
+    params = {"x_task": ex.task_id, "x_exec": ex.execution_id}
     slots = ex.rt.settings.export_build_slots
     while True:
         ex.raise_if_stopped()
+        await conn.execute(_ASYNC_COMMIT)
         # The slot first, then the range: a helper that steps back has taken no range.
         async with exports.build_slot(conn, slots, wait=lead) as held:
             item = next(run.ranges, None) if held else None
-            if item is None:
-                return  # all stored, or (a helper) every slot is taken by other builds
-            seq, (lo, hi) = item
-            head = exports.HEADER if seq == 0 else b""
-            got = params | {"x_seq": seq, "x_lo": lo, "x_hi": hi, "x_head": head}
-            n, size = (await conn.execute(sa.text(sql), got)).one()
+            if item is not None:
+                seq, (lo, hi) = item
+                head = exports.HEADER if seq == 0 else b""
+                got = params | {"x_seq": seq, "x_lo": lo, "x_hi": hi, "x_head": head}
+                n, size = (await conn.execute(sa.text(run.sql), got)).one()
+        await conn.commit()
+        if item is None:
+            return  # all stored, or (a helper) every slot is taken by other builds
         run.rows += n
         run.size += size
         if time.monotonic() >= run.next_report:
@@ -116,44 +136,43 @@ async def _store(run: _Run, conn: AsyncConnection, *, lead: bool = True) -> None
             await ex.progress(run.rows, run.total, f"{run.rows:,} / {run.total:,} rows")
 
 
-async def _helper(run: _Run, conn: AsyncConnection, snapshot: str) -> None:
-    """A second writer in the first one's snapshot."""
-    if not _SNAPSHOT_ID.fullmatch(snapshot):  # inlined below: SET takes no bind parameters
-        raise RuntimeError(f"unexpected snapshot id {snapshot!r}")
-    await conn.execute(_REPEATABLE_READ)
-    await conn.execute(sa.text(f"SET TRANSACTION SNAPSHOT '{snapshot}'"))
-    await conn.execute(_ASYNC_COMMIT)
-    await _store(run, conn, lead=False)
-
-
 async def _export(ex: Execution) -> tuple[int, int]:
-    """Store the whole CSV; returns (rows, bytes)."""
+    """Store the whole CSV; returns (rows, bytes). A failure other than the database's going
+    away deletes what this execution stored, and its table (a worker shutting down or a
+    database outage leaves both for the next execution, or the pruner)."""
+    engine = ex.rt.engine
+    try:
+        return await _build(ex)
+    except Exception as exc:
+        if not is_transient(exc):
+            async with engine.begin() as conn:
+                await export_rows.drop(conn, ex.task, chunks=True)
+        raise
+
+
+async def _build(ex: Execution) -> tuple[int, int]:
     engine = ex.rt.engine
     async with engine.connect() as lead:
-        await lead.execute(_REPEATABLE_READ)
-        total, ranges = await _plan(ex, lead)
+        rows = await _rows(ex, lead)
+        total = rows.total
         ex.allow_rows(total)  # the run-time limit of this size (jobs/limits.py)
-        if len(ranges) > 1:
+        done, ranges = _ranges(rows)
+        if len(ranges) + len(rows.stored) > 1:
             # One chunk is the whole work in one statement: nothing to tell between its start and
             # its end, and every page watching the row would render the write once more.
-            await ex.progress(0, total, f"0 / {total:,} rows")
-        run = _Run(ex, total, enumerate(ranges), next_report=time.monotonic() + PROGRESS_SECONDS)
-        helpers = min(WRITERS, ex.rt.settings.export_build_slots, len(ranges)) - 1
-        snapshot = ""
-        if helpers:
-            snapshot = (await lead.execute(sa.text("SELECT pg_export_snapshot()"))).scalar_one()
-        await lead.execute(_ASYNC_COMMIT)
+            await ex.progress(done, total, f"{done:,} / {total:,} rows")
+        sql, _ = exports.chunk_sql(ex.task)
+        run = _Run(ex, total, iter(ranges), sql, next_report=time.monotonic() + PROGRESS_SECONDS)
+        run.rows, run.size = done, sum(rows.stored.values())
+        helpers = max(0, min(WRITERS, ex.rt.settings.export_build_slots, len(ranges)) - 1)
         async with contextlib.AsyncExitStack() as stack:
-            # Closed (rolled back unless committed) on the way out. The snapshot stays importable
-            # while `lead`'s transaction is open.
             others = [await stack.enter_async_context(engine.connect()) for _ in range(helpers)]
-            work = [_store(run, lead), *(_helper(run, c, snapshot) for c in others)]
+            work = [_store(run, lead), *(_store(run, c, lead=False) for c in others)]
             await _all_or_none(work)
-            if run.rows != total:  # cannot happen in one snapshot
-                raise RuntimeError(f"stored {run.rows:,} of {total:,} rows")
-            # Only once every range is stored: a failed export leaves no chunk behind.
-            for conn in (*others, lead):
-                await conn.commit()
+        if run.rows != total:  # cannot happen: the ranges cover the table's rows once
+            raise RuntimeError(f"stored {run.rows:,} of {total:,} rows")
+        async with lead.begin():
+            await export_rows.drop(lead, ex.task, chunks=False)
     return run.rows, run.size
 
 
