@@ -4,7 +4,7 @@ database on every call.
 Who may see a task is written once, as data: `TASK_REACH`, role and kind -> whose tasks. Both forms
 the code needs are made from it — `can_see_task`, the predicate for a task already read, and
 `task_visibility_sql`, the same rule as a SQL condition for lists that must filter before their
-LIMIT — so the two cannot disagree (tests/desk/test_reads.py walks the whole matrix)."""
+LIMIT — so the two cannot disagree (tests/desk/reads/test_reads.py walks the whole matrix)."""
 
 from __future__ import annotations
 

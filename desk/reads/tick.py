@@ -16,7 +16,7 @@ as the reader, so a row, a list and a session cannot read differently here than 
 
 Every result row is `HEAD` then `BRANCH`: positions are worked out from those names, never
 counted by hand. The caller (ui.watch.watcher) tells changed rows from unchanged ones with the versions
-it computes from the rows themselves; nothing is read twice. tests/desk/test_tick.py holds every
+it computes from the rows themselves; nothing is read twice. tests/desk/reads/test_tick.py holds every
 part to the answers of the separate reads, for each role.
 """
 

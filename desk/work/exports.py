@@ -138,7 +138,7 @@ def chunk_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     execution `:x_exec`, after the bytes `:x_head`; returns (rows, bytes stored)."""
     # string_agg takes the rows in the order the subquery sorted them (a plain aggregate over one
     # sorted subquery, read through the table's index on rn); `string_agg(… ORDER BY rn)` would
-    # sort every chunk a second time. tests/desk/test_export_bytes.py checks the order against COPY's.
+    # sort every chunk a second time. tests/desk/work/test_export_bytes.py checks the order against COPY's.
     lines = (
         f"SELECT {_line()} AS line FROM {export_rows.table(task)} r "
         "WHERE r.rn > :x_lo AND r.rn <= :x_hi ORDER BY r.rn"

@@ -73,7 +73,7 @@ async def test_a_cancel_after_the_last_progress_write_wins_over_the_finish(
             [before] = await rows(rt, [task.id])
             assert before.status == "RUNNING" and not before.cancel_requested
             # Recorded at once, though the export's chunk transaction holds a key-share lock on
-            # the row (tests/desk/test_accept.py).
+            # the row (tests/desk/ledger/test_accept.py).
             asked = await asyncio.wait_for(tasks.cancel_task(rt, world.staff, task.id), 60)
             assert asked.status == "RUNNING" and asked.cancel_requested
             await line.close()  # the export goes on to its finish

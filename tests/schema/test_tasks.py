@@ -146,7 +146,7 @@ async def test_cancel_a_waiting_export(api, rt, world) -> None:
 @pytest.mark.parametrize("who", ["admin", "staff", "customer", "customer2", "outsider"])
 async def test_hot_read_agrees_with_the_ordinary_read(api, rt, world, who) -> None:
     """task(id) over HTTP and run in-process (no web app around it) give the same answers;
-    desk.reads.tasks against desk.work.tasks.get_task is tests/desk/test_reads.py."""
+    desk.reads.tasks against desk.work.tasks.get_task is tests/desk/reads/test_reads.py."""
     scene = await make_scene(rt, world)
     user = getattr(world, who)
     for task_id in (scene.staff_export, scene.customer_export, scene.failed_export, scene.reminder):

@@ -115,7 +115,7 @@ async def test_a_ticket_matching_many_times_comes_once(rt, world) -> None:
         assert await _found(rt, user, world.team, "toner") == {ticket.id}
 
 
-# Words with LIKE's and the bigram function's special cases, as tests/desk/test_search.py's.
+# Words with LIKE's and the bigram function's special cases, as tests/desk/helpdesk/test_search.py's.
 WORDS = ("退款", "款", "invoice", "in", "i", "50%", "_", "promo_code", "\\", "C:\\temp", "🙂", "é")
 BODIES = (
     "订单#42的退款还没有到账",

@@ -1,7 +1,7 @@
 """The one-round-trip accept (desk.ledger.intake.accept_at_once): BEGIN, the person's lock, the accept
 statement and COMMIT as one simple query with values bound client-side. Its text must arrive
 byte for byte, and a failing statement must leave no transaction open and no lock held. That
-it takes the same lock as the keyed path is tests/desk/test_accept_locks.py's first test (the
+it takes the same lock as the keyed path is tests/desk/ledger/test_accept_locks.py's first test (the
 lock is held there under `desk.ledger.intake.lock_person`'s text)."""
 
 from __future__ import annotations
