@@ -28,6 +28,8 @@ KIND_LABELS = {
     TaskKind.IMPORT: "Import",
     TaskKind.NOOP: "Test task",
     TaskKind.EMAIL: "E-mail",
+    TaskKind.MAIL_FETCH: "Mailbox fetch",
+    TaskKind.MAIL_PARSE: "Reading mail",
 }
 TONE = {
     "Queued": "wait",
