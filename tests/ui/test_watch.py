@@ -166,7 +166,7 @@ async def test_watch_needs_a_session(page_as) -> None:
 async def test_a_tick_is_one_statement_whatever_it_asks(page_as, world, rt, app, clock) -> None:
     """Session, bell count, every watched row (changed ones included) and the list's check: one
     round trip (desk.reads.tick); the worker badge is the process's shared read (warmed here)."""
-    from tests.desk.test_reads import counting
+    from tests.desk.reads.test_reads import counting
 
     done = await tasks.create_export(rt, world.staff, world.team, {})
     waiting = await tasks.create_export(rt, world.staff, world.team, {"q": "printer"})
