@@ -13,8 +13,9 @@ import pwd
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tests.helpers import wait_until
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 USER, PASSWORD = "desk", "secret-of-the-desk"
@@ -99,17 +100,17 @@ class ImapServer:
         )  # fmt: skip
         self._wait()
 
-    def _wait(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"dovecot exited: {self.log()}")
-            try:
-                with self.client():
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"dovecot did not answer on {self.port}: {self.log()}")
+    def _wait(self, timeout: float = 60.0) -> None:
+        wait_until(self._answers, timeout, f"dovecot on port {self.port}: {self.root}/dovecot.log")
+
+    def _answers(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"dovecot exited: {self.log()}")
+        try:
+            with self.client():
+                return True
+        except OSError:
+            return False
 
     def log(self) -> str:
         path = self.root / "dovecot.log"
