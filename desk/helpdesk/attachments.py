@@ -41,6 +41,22 @@ class Readable(Protocol):
     async def read(self, size: int = -1) -> bytes: ...
 
 
+class InMemory:
+    """A file already in memory (a fetched e-mail's part, a demo screenshot), read as an upload
+    is; `seek(0)` reads it again from its start, as a post's second try does."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data, self._at = data, 0
+
+    async def read(self, size: int = -1) -> bytes:
+        end = len(self._data) if size < 0 else self._at + size
+        out, self._at = self._data[self._at : end], min(end, len(self._data))
+        return out
+
+    async def seek(self, at: int) -> None:
+        self._at = at
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
     id: int

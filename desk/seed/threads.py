@@ -8,7 +8,6 @@ tickets that have no message yet are touched, so running it again changes nothin
 # ruff: noqa: RUF001 (Chinese text uses full-width punctuation)
 from __future__ import annotations
 
-import io
 import random
 import struct
 import zlib
@@ -72,16 +71,6 @@ def screenshot() -> bytes:
 
 
 FILE_SHARE = 0.15  # of demo tickets whose opening message carries files
-
-
-class _Bytes:
-    """A file in memory, read as an upload is (attachments.Readable)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._io = io.BytesIO(data)
-
-    async def read(self, size: int = -1) -> bytes:
-        return self._io.read(size)
 
 
 @dataclass(frozen=True)
@@ -201,7 +190,7 @@ async def _attach(conn: AsyncConnection, tickets: list[_Ticket], now: datetime) 
         files = _files(t)
         for name, data in files:
             await attachments.store(
-                conn, _Bytes(data), filename=name, team_id=t.team_id, uploader_id=t.creator_id,
+                conn, attachments.InMemory(data), filename=name, team_id=t.team_id, uploader_id=t.creator_id,
                 message_id=first[t.id], max_bytes=len(data), now=t.created_at,
             )  # fmt: skip
         await thread.set_attachment_count(conn, first[t.id], len(files))

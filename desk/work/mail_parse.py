@@ -62,21 +62,6 @@ async def _one(db: Db, sql: str, params: dict[str, Any]) -> dict[str, Any] | Non
     return await one(db, sql, params)
 
 
-class _Bytes:
-    """A fetched file as the conversation's uploads are read."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data, self._at = data, 0
-
-    async def read(self, size: int = -1) -> bytes:
-        end = len(self._data) if size < 0 else self._at + size
-        out, self._at = self._data[self._at : end], min(end, len(self._data))
-        return out
-
-    async def seek(self, at: int) -> None:
-        self._at = at
-
-
 @dataclass(frozen=True)
 class Parsed:
     outcome: str
@@ -147,7 +132,7 @@ async def _account(db: Db, box: Mailbox, mail: inbound.Inbound) -> int:
 
 
 def _files(mail: inbound.Inbound) -> list[IncomingFile]:
-    return [IncomingFile(f.filename, _Bytes(f.data)) for f in mail.files]
+    return [IncomingFile(f.filename, attachments.InMemory(f.data)) for f in mail.files]
 
 
 async def _reply(
