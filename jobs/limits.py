@@ -24,6 +24,8 @@ def base(settings: Settings, kind: str) -> float:
         TaskKind.MAIL_FETCH: settings.export_time_limit_seconds,
         TaskKind.MAIL_PARSE: settings.export_time_limit_seconds,
         TaskKind.REMINDER: settings.reminder_time_limit_seconds,
+        TaskKind.SLA_TIMER: settings.reminder_time_limit_seconds,
+        TaskKind.TIME_RULE: settings.export_time_limit_seconds,
         TaskKind.NOOP: settings.noop_time_limit_seconds,
         TaskKind.EXPORT: settings.export_time_limit_seconds,
         TaskKind.IMPORT: settings.import_time_limit_seconds,

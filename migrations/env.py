@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlmodel import SQLModel
 
 # Imported for their side effect: they register the tables on SQLModel.metadata.
+import desk.core.clock_models
 import desk.core.mail_models
 import desk.core.models
 import desk.core.thread_models  # noqa: F401

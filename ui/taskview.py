@@ -30,6 +30,8 @@ KIND_LABELS = {
     TaskKind.EMAIL: "E-mail",
     TaskKind.MAIL_FETCH: "Mailbox fetch",
     TaskKind.MAIL_PARSE: "Reading mail",
+    TaskKind.SLA_TIMER: "SLA timer",
+    TaskKind.TIME_RULE: "Time rules",
 }
 TONE = {
     "Queued": "wait",

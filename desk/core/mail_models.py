@@ -46,6 +46,8 @@ class Mailbox(SQLModel, table=True):
     last_fetch_at: datetime | None = Field(default=None, sa_column=sa.Column(TZ, nullable=True))
     last_error: str | None = Field(default=None)
     enabled: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    # Staff only: mail from someone not in the team is held for review, not made a customer.
+    staff_only: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     created_at: datetime = Field(
         sa_column=sa.Column(TZ, nullable=False, server_default=sa.func.now())
     )
@@ -61,6 +63,7 @@ class InboundMail(SQLModel, table=True):
         sa.Index(
             "inbound_mail_unparsed", "mailbox_id", postgresql_where=sa.text("parsed_at IS NULL")
         ),
+        sa.Index("inbound_mail_sender", "mailbox_id", "sender", "received_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -68,6 +71,7 @@ class InboundMail(SQLModel, table=True):
     uidvalidity: int = Field(sa_type=sa.BigInteger)
     uid: int = Field(sa_type=sa.BigInteger)
     message_id: str | None = Field(default=None, max_length=1000)
+    sender: str | None = Field(default=None, max_length=320)  # lower-cased From, for throttling
     raw: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
     received_at: datetime = Field(sa_column=sa.Column(TZ, nullable=False))
     parsed_at: datetime | None = Field(default=None, sa_column=sa.Column(TZ, nullable=True))

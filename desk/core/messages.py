@@ -30,6 +30,8 @@ TEMPLATES: dict[str, Template] = {
     "email.cancelled_at_finish": "Cancelled while sending; the message may have gone out.",
     "mail_fetch.cancelled_at_finish": "Cancelled while finishing.",  # the batches stay stored
     "mail_parse.cancelled_at_finish": "Cancelled while finishing.",  # what was read stays
+    "sla_timer.cancelled_at_finish": "Cancelled while finishing.",
+    "time_rule.cancelled_at_finish": "Cancelled while finishing; the tickets already acted on stay.",
     "import.done": (
         "%(created)s created, %(updated)s updated, %(unchanged)s unchanged, %(rejected)s rejected."
     ),

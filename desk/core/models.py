@@ -46,6 +46,8 @@ class TaskKind(StrEnum):
     EMAIL = "EMAIL"  # one message to one address (desk/work/mail.py)
     MAIL_FETCH = "MAIL_FETCH"  # one fetch of one mailbox (desk/work/fetch.py)
     MAIL_PARSE = "MAIL_PARSE"  # a mailbox's fetched messages into tickets (desk/work/mail_parse.py)
+    SLA_TIMER = "SLA_TIMER"  # a ticket's SLA warning or breach, at its instant
+    TIME_RULE = "TIME_RULE"  # one run of a team's time rules over its tickets
 
 
 class TaskStatus(StrEnum):
@@ -127,6 +129,12 @@ class Ticket(SQLModel, table=True):
             "ticket_title_bigrams", sa.text("taskdesk_bigrams(title)"), postgresql_using="gin"
         ),
         sa.Index("ticket_team_external_id", "team_id", "external_id", unique=True),
+        sa.Index(
+            "ticket_team_sla_due",
+            "team_id",
+            "sla_due_at",
+            postgresql_where=sa.text("sla_due_at IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -146,6 +154,16 @@ class Ticket(SQLModel, table=True):
     message_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     first_response_at: datetime | None = _tz()
     last_public_reply_at: datetime | None = _tz()
+    # The clocks' facts (docs/architecture.md, "Business hours"): every change an SLA timer or
+    # a time rule must see (a reply, a status or priority change) bumps `revision`, so work
+    # planned for an earlier revision is superseded; `status_since` is when the status was
+    # entered (NULL: at creation); the soonest running SLA due time and the first breach.
+    revision: int = Field(
+        default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"}
+    )
+    status_since: datetime | None = _tz()
+    sla_due_at: datetime | None = _tz()
+    sla_breached_at: datetime | None = _tz()
     created_at: datetime = _now_col()
     updated_at: datetime = _now_col()
 

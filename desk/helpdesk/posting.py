@@ -69,7 +69,9 @@ tk AS (
    last_public_reply_at = CASE WHEN %(internal)s THEN last_public_reply_at ELSE %(now)s END,
    first_response_at = CASE WHEN NOT %(internal)s AND %(staff)s AND first_response_at IS NULL
     AND creator_id <> %(a)s THEN %(now)s ELSE first_response_at END,
-   status = coalesce(%(status)s::text, status), updated_at = %(now)s
+   status = coalesce(%(status)s::text, status), updated_at = %(now)s,
+   status_since = CASE WHEN %(status)s::text <> status THEN %(now)s ELSE status_since END,
+   revision = revision + CASE WHEN NOT %(internal)s OR %(status)s::text <> status THEN 1 ELSE 0 END
   WHERE t.id = %(t)s AND (NOT %(internal)s OR %(status)s::text IS NOT NULL)
   RETURNING {TICKET_COLUMNS}
 )

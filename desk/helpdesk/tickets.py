@@ -21,10 +21,13 @@ from desk.helpdesk.filters import TicketFilter, filter_sql, to_pyformat
 from desk.people import access
 
 MAX_PAGE = 200
+# A change to any of these is one an SLA timer or a time rule must see: it bumps the revision.
+CLOCKED = frozenset({"status", "priority"})
 TICKET_COLUMNS = (
     "t.id, t.team_id, t.title, t.body, t.status, t.priority, t.creator_id, t.assignee_id, "
     "t.reminder_revision, t.external_id, t.message_count, t.first_response_at, "
-    "t.last_public_reply_at, t.created_at, t.updated_at"
+    "t.last_public_reply_at, t.revision, t.status_since, t.sla_due_at, t.sla_breached_at, "
+    "t.created_at, t.updated_at"
 )
 
 
@@ -300,6 +303,10 @@ async def apply_changes(
         return ticket, []
     history = await thread.record_changes(conn, ticket, changes, actor_id=actor_id, now=now)
     sets = ", ".join(f"{k} = :{k}" for k in changes)
+    if changes.keys() & CLOCKED:  # the clocks' facts (docs/architecture.md, "Business hours")
+        sets += ", revision = revision + 1"
+    if "status" in changes:
+        sets += ", status_since = :now"
     row = (
         await conn.execute(
             sa.text(

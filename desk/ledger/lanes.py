@@ -31,7 +31,7 @@ SHORT = "short"
 LONG = "long"
 # Lane name -> the task kinds it runs. Every TaskKind is in exactly one lane.
 LANES: dict[str, tuple[str, ...]] = {
-    SHORT: ("REMINDER", "NOOP", "EMAIL", "MAIL_FETCH", "MAIL_PARSE"),
+    SHORT: ("REMINDER", "NOOP", "EMAIL", "MAIL_FETCH", "MAIL_PARSE", "SLA_TIMER", "TIME_RULE"),
     LONG: ("EXPORT", "IMPORT"),
 }
 _LANE_OF = {kind: lane for lane, kinds in LANES.items() for kind in kinds}

@@ -91,6 +91,10 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         # A mailbox's fetch and parse: admins manage mailboxes (docs/architecture.md, "Mail in").
         TaskKind.MAIL_FETCH: Reach.ALL,
         TaskKind.MAIL_PARSE: Reach.ALL,
+        # A ticket's SLA timers and the team's time-rule runs: the team's own clocks, which
+        # staff work by (docs/architecture.md, "Business hours"); customers never see them.
+        TaskKind.SLA_TIMER: Reach.ALL,
+        TaskKind.TIME_RULE: Reach.ALL,
     },
     Role.STAFF: {
         TaskKind.EXPORT: Reach.OWN,
@@ -100,6 +104,8 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         TaskKind.EMAIL: Reach.NONE,
         TaskKind.MAIL_FETCH: Reach.NONE,
         TaskKind.MAIL_PARSE: Reach.NONE,
+        TaskKind.SLA_TIMER: Reach.ALL,
+        TaskKind.TIME_RULE: Reach.ALL,
     },
     Role.CUSTOMER: {
         TaskKind.EXPORT: Reach.OWN,
@@ -109,6 +115,8 @@ TASK_REACH: dict[Role, dict[TaskKind, Reach]] = {
         TaskKind.EMAIL: Reach.NONE,
         TaskKind.MAIL_FETCH: Reach.NONE,
         TaskKind.MAIL_PARSE: Reach.NONE,
+        TaskKind.SLA_TIMER: Reach.NONE,
+        TaskKind.TIME_RULE: Reach.NONE,
     },
 }
 # The rule as two sets of (role, kind): one look-up per row on the hot paths.

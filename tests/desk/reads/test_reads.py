@@ -36,11 +36,11 @@ def _rule(world: World, role: Role | None, user: int, kind: str, owner: int) -> 
 # The promise, spelt out apart from `access.TASK_REACH`: role -> kind -> (sees their own,
 # sees another member's). Exports are their owner's alone; reminders are staff work; an admin
 # sees every import, staff their own; a test task is its owner's; an e-mail is nobody's; a
-# mailbox's fetch and parse are the admins'.
+# mailbox's fetch and parse are the admins'; a ticket's SLA timers and time-rule runs are staff work.
 PROMISED = {
-    Role.ADMIN: {"EXPORT": (True, False), "REMINDER": (True, True), "IMPORT": (True, True), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (True, True), "MAIL_PARSE": (True, True)},
-    Role.STAFF: {"EXPORT": (True, False), "REMINDER": (True, True), "IMPORT": (True, False), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (False, False), "MAIL_PARSE": (False, False)},
-    Role.CUSTOMER: {"EXPORT": (True, False), "REMINDER": (False, False), "IMPORT": (False, False), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (False, False), "MAIL_PARSE": (False, False)},
+    Role.ADMIN: {"EXPORT": (True, False), "REMINDER": (True, True), "IMPORT": (True, True), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (True, True), "MAIL_PARSE": (True, True), "SLA_TIMER": (True, True), "TIME_RULE": (True, True)},
+    Role.STAFF: {"EXPORT": (True, False), "REMINDER": (True, True), "IMPORT": (True, False), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (False, False), "MAIL_PARSE": (False, False), "SLA_TIMER": (True, True), "TIME_RULE": (True, True)},
+    Role.CUSTOMER: {"EXPORT": (True, False), "REMINDER": (False, False), "IMPORT": (False, False), "NOOP": (True, False), "EMAIL": (False, False), "MAIL_FETCH": (False, False), "MAIL_PARSE": (False, False), "SLA_TIMER": (False, False), "TIME_RULE": (False, False)},
 }  # fmt: skip
 
 
