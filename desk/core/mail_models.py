@@ -18,6 +18,7 @@ class InboundOutcome(StrEnum):
     AUTOMATIC = "automatic"  # an auto-reply, bounce or bulk mail: ignored
     UNREADABLE = "unreadable"  # kept raw, could not be parsed
     HELD = "held"  # held for review
+    DISCARDED = "discarded"  # held, then discarded by an admin (desk/work/mailbox_held.py)
 
 
 class Mailbox(SQLModel, table=True):
