@@ -18,6 +18,7 @@ from strawberry.types import ExecutionContext
 from schema.conversation import ConversationMutation
 from schema.errors import log_errors
 from schema.imports import ImportMutation
+from schema.mailboxes import MailboxMutation, MailboxQuery
 from schema.notifications import NotificationMutation, NotificationQuery
 from schema.people import PeopleMutation, PeopleQuery
 from schema.preferences import PreferencesMutation, PreferencesQuery
@@ -40,6 +41,7 @@ class Query(
     ScheduleQuery,
     PreferencesQuery,
     PeopleQuery,
+    MailboxQuery,
 ):
     pass
 
@@ -55,6 +57,7 @@ class Mutation(
     PreferencesMutation,
     PeopleMutation,
     ConversationMutation,
+    MailboxMutation,
 ):
     pass
 
