@@ -23,6 +23,7 @@ from schema.notifications import NotificationMutation, NotificationQuery
 from schema.people import PeopleMutation, PeopleQuery
 from schema.preferences import PreferencesMutation, PreferencesQuery
 from schema.schedules import ScheduleMutation, ScheduleQuery
+from schema.sla import SlaMutation, SlaQuery
 from schema.subscriptions import Subscription as TaskSubscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.ticket_live import TicketSubscription
@@ -42,6 +43,7 @@ class Query(
     PreferencesQuery,
     PeopleQuery,
     MailboxQuery,
+    SlaQuery,
 ):
     pass
 
@@ -58,6 +60,7 @@ class Mutation(
     PeopleMutation,
     ConversationMutation,
     MailboxMutation,
+    SlaMutation,
 ):
     pass
 
