@@ -21,8 +21,8 @@ def base(settings: Settings, kind: str) -> float:
     """The kind's limit in seconds before any allowance for size."""
     limits: dict[str, float] = {
         TaskKind.EMAIL: settings.email_time_limit_seconds,
-        TaskKind.MAIL_FETCH: settings.export_time_limit_seconds,
-        TaskKind.MAIL_PARSE: settings.export_time_limit_seconds,
+        TaskKind.MAIL_FETCH: settings.mail_fetch_time_limit_seconds,
+        TaskKind.MAIL_PARSE: settings.mail_parse_time_limit_seconds,
         TaskKind.REMINDER: settings.reminder_time_limit_seconds,
         TaskKind.SLA_TIMER: settings.reminder_time_limit_seconds,
         TaskKind.TIME_RULE: settings.export_time_limit_seconds,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import ipaddress
+import ssl
 import urllib.parse
 from dataclasses import dataclass
 from enum import StrEnum
@@ -128,6 +129,10 @@ class Settings(BaseSettings):
     login_max_per_pair: int = Field(default=10, ge=1, le=10_000)
     login_max_per_account: int = Field(default=100, ge=1, le=100_000)
     login_max_per_address: int = Field(default=100, ge=1, le=100_000)
+    # Mail in (desk/work/mail_gate.py): a sender's messages into one mailbox beyond this many in
+    # the window are marked throttled (kept raw, no ticket, no mail out); the admins hear once.
+    inbound_flood_max: int = Field(default=20, ge=1, le=100_000)
+    inbound_flood_window_seconds: int = Field(default=600, ge=10, le=86_400)
     # argon2 runs in this many threads at most, off the event loop (each hash takes ~64 MiB).
     password_hash_threads: int = Field(default=2, ge=1, le=64)
     # Onboarding links (desk/people/invitations.py, desk/people/resets.py): how long they work,
@@ -179,6 +184,22 @@ class Settings(BaseSettings):
     # print(Fernet.generate_key().decode())"`) that keeps mailboxes' passwords encrypted at rest.
     # Empty: the dev key outside production; in production no mailbox can be connected.
     mailbox_key: str = ""
+    # Fetching mail (desk/work/fetch.py, docs/architecture.md "Mail in"). Each IMAP step (connect,
+    # login, select, a batch's FETCH) waits at most MAIL_IMAP_TIMEOUT_SECONDS, so a hung server
+    # never holds a fetch; one attempt of a fetch or a parse runs at most its own time limit.
+    mail_imap_timeout_seconds: float = Field(default=30.0, ge=1, le=600)
+    mail_fetch_time_limit_seconds: float = Field(default=180.0, ge=5, le=86_400)
+    mail_parse_time_limit_seconds: float = Field(default=300.0, ge=5, le=86_400)
+    mail_fetch_batch: int = Field(default=50, ge=1, le=1000)
+    # Where the server offers IDLE, a fetch that found nothing waits this long for new mail and
+    # fetches at once when the server announces it (0: no IDLE, the mailbox's cadence only). At
+    # most MAIL_IDLE_MAX_PER_WORKER fetches of one worker wait in IDLE at once (each holds a
+    # short-lane slot); beyond that a mailbox is fetched on its cadence.
+    mail_idle_seconds: float = Field(default=60.0, ge=0, le=3600)
+    mail_idle_max_per_worker: int = Field(default=4, ge=0, le=1000)
+    # A PEM file of certificate authorities trusted for IMAP over TLS besides the system's (a
+    # private CA, a self-signed test server). Certificates are always verified.
+    mail_ca_file: str = Field(default="", max_length=1000)
 
     @field_validator("database_url", "direct_database_url", "feed_database_url")
     @classmethod
@@ -186,6 +207,27 @@ class Settings(BaseSettings):
         if v and not v.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
             raise ValueError("must be a postgresql:// URL (or empty for the embedded server)")
         return v
+
+    @field_validator("mail_ca_file")
+    @classmethod
+    def _check_mail_ca_file(cls, v: str) -> str:
+        if v:
+            try:
+                ssl.create_default_context().load_verify_locations(cafile=v)
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(f"must be a readable PEM file of CA certificates: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _check_mail_limits(self) -> Settings:
+        if self.mail_idle_seconds + self.mail_imap_timeout_seconds >= (
+            self.mail_fetch_time_limit_seconds
+        ):
+            raise ValueError(
+                "MAIL_FETCH_TIME_LIMIT_SECONDS must exceed MAIL_IDLE_SECONDS + "
+                "MAIL_IMAP_TIMEOUT_SECONDS: a fetch waiting in IDLE must end within its limit"
+            )
+        return self
 
     @field_validator("redis_url")
     @classmethod

@@ -10,10 +10,10 @@ was not committed, and storing it again changes nothing.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import email.utils
 import itertools
 import re
-import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,17 +21,14 @@ from datetime import datetime
 import aioimaplib
 
 from desk.ledger.sql import Db, rows
+from desk.work.imap import ImapProblem, Options, Session, check
 from desk.work.mailboxes import Mailbox
 
-BATCH = 50
-TIMEOUT = 30.0  # seconds for each IMAP step
+BATCH = Options.batch
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _FETCHED = re.compile(rb"FETCH \(.*UID (\d+)")
 _MESSAGE_ID = re.compile(rb"^message-id:[ \t]*(<[^>\r\n]{1,900}>)", re.IGNORECASE | re.MULTILINE)
-
-
-class ImapProblem(Exception):
-    """The server refused or could not be reached: the text says which step and why."""
+_FROM = re.compile(rb"^from:((?:[^\r\n]|\r?\n[ \t]){0,2000})", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -40,29 +37,13 @@ class Fetched:
     raw: bytes
 
 
+@dataclass(frozen=True)
+class Outcome:
+    fetched: int  # messages fetched (and handed to `commit`)
+    idled: bool  # it waited in IDLE, so the next fetch may start at once
+
+
 Commit = Callable[[int, list[Fetched]], Awaitable[None]]
-
-
-def _check(step: str, response: aioimaplib.Response) -> aioimaplib.Response:
-    if response.result != "OK":
-        said = b" ".join(bytes(x) for x in response.lines[-1:]).decode("utf-8", "replace")
-        raise ImapProblem(f"{step} refused: {said[:200]}")
-    return response
-
-
-async def _client(box: Mailbox, password: str) -> aioimaplib.IMAP4:
-    if box.use_tls:
-        imap: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-            box.host, box.port, timeout=TIMEOUT, ssl_context=ssl.create_default_context()
-        )
-    else:
-        imap = aioimaplib.IMAP4(box.host, box.port, timeout=TIMEOUT)
-    try:
-        await imap.wait_hello_from_server()
-    except (OSError, TimeoutError) as exc:
-        raise ImapProblem(f"could not connect to {box.host}:{box.port}: {exc}") from None
-    _check("login", await imap.login(box.username, password))
-    return imap
 
 
 def uidvalidity_of(response: aioimaplib.Response) -> int:
@@ -83,50 +64,101 @@ def parse_fetch(lines: list[bytes | bytearray]) -> list[Fetched]:
     return out
 
 
-async def fetch_new(box: Mailbox, password: str, commit: Commit) -> int:
+async def fetch_new(
+    box: Mailbox, password: str, commit: Commit, options: Options | None = None
+) -> int:
     """Fetch what is above the watermark, batch by batch, each committed by `commit` before the
     next is asked for; returns how many messages were fetched. ImapProblem: what failed."""
-    try:
-        return await _fetch(box, password, commit)
-    except (aioimaplib.Abort, aioimaplib.CommandTimeout, OSError) as exc:
-        raise ImapProblem(f"{type(exc).__name__}: {exc}"[:300] or "connection lost") from None
+    return (await fetch_and_idle(box, password, commit, options)).fetched
 
 
-async def _fetch(box: Mailbox, password: str, commit: Commit) -> int:
-    imap = await _client(box, password)
+async def fetch_and_idle(
+    box: Mailbox, password: str, commit: Commit, options: Options | None = None,
+    *, idle_seconds: float = 0.0,
+) -> Outcome:  # fmt: skip
+    """`fetch_new`, then — while `idle_seconds` last and the server offers IDLE — wait in IDLE
+    and fetch again as soon as the server announces new mail."""
+    opts = options or Options()
+    session = Session(box.host, box.port, tls=box.use_tls, options=opts)
     try:
-        # SELECT, not EXAMINE (aioimaplib runs no SEARCH after it); PEEK still sets no flag.
-        chosen = _check("select", await imap.select(box.folder))
-        validity = uidvalidity_of(chosen)
-        after = box.last_uid if box.uidvalidity == validity else 0  # a new UIDVALIDITY: all again
-        found = _check("search", await imap.uid_search(f"UID {after + 1}:*"))
-        uids = sorted(
-            u for line in found.lines[:-1] for u in map(int, bytes(line).split()) if u > after
-        )  # "n:*" always names the last message, even one at or below the watermark
-        for start in range(0, len(uids), BATCH):
-            part = uids[start : start + BATCH]
-            got = _check(
-                "fetch", await imap.uid("fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])")
-            )
-            await commit(validity, [f for f in parse_fetch(got.lines) if f.uid > after])
-        if not uids:
-            await commit(validity, [])
-        return len(uids)
+        await session.connect(box.username, password)
+        return await _passes(session, box, commit, idle_seconds)
     finally:
-        # The fetch's outcome is decided: a failed goodbye changes nothing.
-        with contextlib.suppress(Exception):
-            await imap.logout()
+        await session.close()
+
+
+async def _passes(session: Session, box: Mailbox, commit: Commit, idle_seconds: float) -> Outcome:
+    # SELECT, not EXAMINE (aioimaplib runs no SEARCH after it); PEEK still sets no flag.
+    chosen = check("select", await session.step("select", session.imap.select(box.folder)))
+    validity = uidvalidity_of(chosen)
+    after = box.last_uid if box.uidvalidity == validity else 0  # a new UIDVALIDITY: all again
+    loop = asyncio.get_running_loop()
+    until = loop.time() + idle_seconds
+    total, idled = 0, False
+    while True:
+        got, after = await _one_pass(session, validity, after, commit)
+        total += got
+        left = until - loop.time()
+        if left < 1 or not session.offers_idle():
+            return Outcome(total, idled)
+        if got:
+            continue  # look again before waiting: more may have come meanwhile
+        idled = True
+        if not await session.idle(left):
+            return Outcome(total, idled)
+
+
+async def _one_pass(session: Session, validity: int, after: int, commit: Commit) -> tuple[int, int]:
+    """Every message above `after`, in committed batches; (how many, the new watermark)."""
+    found = check(
+        "search", await session.step("search", session.imap.uid_search(f"UID {after + 1}:*"))
+    )
+    uids = sorted(
+        u for line in found.lines[:-1] for u in map(int, bytes(line).split()) if u > after
+    )  # "n:*" always names the last message, even one at or below the watermark
+    size = session.options.batch
+    for start in range(0, len(uids), size):
+        part = uids[start : start + size]
+        got = check("fetch", await session.step("fetch", session.imap.uid(
+            "fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])"
+        )))  # fmt: skip
+        await commit(validity, [f for f in parse_fetch(got.lines) if f.uid > after])
+    if not uids:
+        await commit(validity, [])
+    return len(uids), max(uids, default=after)
+
+
+def _head(raw: bytes) -> bytes:
+    """The header section (at most its first 64 KiB): where Message-ID and From are read."""
+    head = raw[:65536]
+    for blank in (b"\r\n\r\n", b"\n\n"):
+        cut = head.find(blank)
+        if cut >= 0:
+            return head[:cut]
+    return head
 
 
 def message_id(raw: bytes) -> str | None:
-    found = _MESSAGE_ID.search(raw[:65536])
+    found = _MESSAGE_ID.search(_head(raw))
     return found.group(1).decode("ascii", "replace") if found else None
 
 
+def sender(raw: bytes) -> str | None:
+    """The From address, lower-cased (None when there is no readable one): cheap, from the
+    header text alone; the parse reads the message properly."""
+    found = _FROM.search(_head(raw))
+    if not found:
+        return None
+    text = found.group(1).decode("utf-8", "replace").replace("\r", "").replace("\n", "")
+    address = email.utils.parseaddr(text)[1].strip().lower()
+    return address if "@" in address and len(address) <= 320 and "\x00" not in address else None
+
+
 _STORE = (
-    "INSERT INTO inbound_mail (mailbox_id, uidvalidity, uid, message_id, raw, received_at) "
-    "SELECT %(box)s, %(validity)s, u.uid, u.mid, u.raw, %(now)s "
-    "FROM unnest(%(uids)s::bigint[], %(mids)s::text[], %(raws)s::bytea[]) AS u(uid, mid, raw) "
+    "INSERT INTO inbound_mail (mailbox_id, uidvalidity, uid, message_id, sender, raw, "
+    " received_at) SELECT %(box)s, %(validity)s, u.uid, u.mid, u.sender, u.raw, %(now)s "
+    "FROM unnest(%(uids)s::bigint[], %(mids)s::text[], %(senders)s::text[], %(raws)s::bytea[]) "
+    " AS u(uid, mid, sender, raw) "
     "ON CONFLICT (mailbox_id, uidvalidity, uid) DO NOTHING RETURNING id"
 )
 # The watermark never goes back (a repeat of an older batch leaves it), except under a new
@@ -148,6 +180,7 @@ async def store_batch(
         params = {
             "box": box.id, "validity": validity, "now": now, "uids": [f.uid for f in batch],
             "mids": [message_id(f.raw) for f in batch], "raws": [f.raw for f in batch],
+            "senders": [sender(f.raw) for f in batch],
         }  # fmt: skip
         stored = await rows(db, _STORE, params)
     top = max((f.uid for f in batch), default=box.last_uid if box.uidvalidity == validity else 0)

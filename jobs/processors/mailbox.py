@@ -19,6 +19,7 @@ from __future__ import annotations
 from desk.core.runtime import Runtime
 from desk.ledger import run as ledger_run
 from desk.work import fetch, mail_parse, mailboxes
+from desk.work.imap import ImapProblem, Options
 from desk.work.mailboxes import Mailbox
 from jobs.execution import Execution
 from jobs.outcomes import Cancelled, LostFence, Permanent, RetryLater
@@ -31,21 +32,43 @@ async def _mailbox(ex: Execution) -> Mailbox | None:
         return await mailboxes.get(conn, int(ex.row.filters.get("mailbox_id", 0)))
 
 
-async def _end(ex: Execution, said: str, box: Mailbox | None, *, fetched: bool) -> None:
+async def _end(
+    ex: Execution, said: str, box: Mailbox | None, *, fetched: bool, at_once: bool = False
+) -> None:
+    """Complete the task; a fetch queues its mailbox's parse (when unparsed mail exists) and its
+    next fetch — at once after a fetch that waited in IDLE, else one cadence later. A parse
+    queues another when mail came in while it finished (the mailbox row's lock orders this
+    against a fetch's commit, so no stored message is left without a parse)."""
     rt = ex.rt
     async with rt.engine.begin() as conn:
+        fresh = await mailboxes.get(conn, box.id, lock=True) if box is not None else None
         done = await ledger_run.complete(
             conn, ex.task_id, ex.execution_id, now=rt.clock(), summary=said
         )
-        if done is not None and box is not None and fetched:
-            fresh = await mailboxes.get(conn, box.id)
-            if fresh is not None and await fetch.has_unparsed(conn, box.id):
-                await mailboxes.queue(
-                    conn, mailboxes.PARSE, fresh, run_at=rt.clock(), now=rt.clock()
-                )
-            if fresh is not None:
-                await mailboxes.queue_next_fetch(conn, fresh, now=rt.clock())
+        if done is not None and fresh is not None:
+            now = rt.clock()
+            if await fetch.has_unparsed(conn, fresh.id):
+                await mailboxes.queue(conn, mailboxes.PARSE, fresh, run_at=now, now=now)
+            if fetched and at_once and fresh.enabled:
+                await mailboxes.queue(conn, mailboxes.FETCH, fresh, run_at=now, now=now)
+            elif fetched:
+                await mailboxes.queue_next_fetch(conn, fresh, now=now)
     ex.finished(done)
+
+
+class _IdleSlots:
+    """How many of this worker's fetches wait in IDLE (each holds a short-lane slot): at most
+    MAIL_IDLE_MAX_PER_WORKER, and always fewer than the lane's slots."""
+
+    busy = 0
+
+    @classmethod
+    def seconds(cls, ex: Execution) -> float:
+        s = ex.rt.settings
+        cap = min(s.mail_idle_max_per_worker, s.worker_max_jobs - 1)
+        if s.mail_idle_seconds <= 0 or cls.busy >= cap:
+            return 0.0
+        return max(0.0, min(s.mail_idle_seconds, ex.limit - s.mail_imap_timeout_seconds - 1))
 
 
 async def process_fetch(ex: Execution) -> None:
@@ -63,21 +86,32 @@ async def process_fetch(ex: Execution) -> None:
     async def commit(validity: int, batch: list[fetch.Fetched]) -> None:
         nonlocal stored
         async with rt.engine.begin() as conn:
-            stored += await fetch.store_batch(conn, box, validity, batch, now=rt.clock())
+            new = await fetch.store_batch(conn, box, validity, batch, now=rt.clock())
             pulse = await ledger_run.pulse(
-                conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease, current=stored
-            )
+                conn, ex.task_id, ex.execution_id, now=rt.clock(), lease=ex.lease,
+                current=stored + new,
+            )  # fmt: skip
             if not pulse.alive:
                 raise LostFence()  # rolls the batch back: the owning execution stores it
+            if new:  # parsed now, not when the fetch ends (a fetch in IDLE runs for a while)
+                now = rt.clock()
+                await mailboxes.queue(conn, mailboxes.PARSE, box, run_at=now, now=now)
+        stored += new
         if pulse.cancel_requested:
             raise Cancelled()
 
+    idle = _IdleSlots.seconds(ex)
+    _IdleSlots.busy += idle > 0
     try:
-        await fetch.fetch_new(box, password, commit)
-    except fetch.ImapProblem as exc:
+        done = await fetch.fetch_and_idle(
+            box, password, commit, Options.of(rt.settings), idle_seconds=idle
+        )
+    except ImapProblem as exc:
         await mailboxes.note_error(rt.pg, box.id, str(exc)[:500], now=rt.clock())
         raise RetryLater(f"IMAP: {exc}"[:500]) from None
-    await _end(ex, f"{stored} new messages stored.", box, fetched=True)
+    finally:
+        _IdleSlots.busy -= idle > 0
+    await _end(ex, f"{stored} new messages stored.", box, fetched=True, at_once=done.idled)
 
 
 async def process_parse(ex: Execution) -> None:
@@ -90,7 +124,7 @@ async def process_parse(ex: Execution) -> None:
         await ex.progress(total)
         if not done:
             break
-    await _end(ex, f"{total} messages read.", None, fetched=False)
+    await _end(ex, f"{total} messages read.", box, fetched=False)
 
 
 async def fetch_now(rt: Runtime, box: Mailbox) -> int | None:

@@ -32,7 +32,9 @@ from tests.imap_server import PASSWORD, USER, ImapServer, available
 
 
 @pytest.fixture
-def imap() -> Iterator[ImapServer]:
+def imap(rt: Runtime) -> Iterator[ImapServer]:
+    # These fetches run on the cadence; IDLE has its own tests (tests/mail/test_idle.py).
+    rt.settings = rt.settings.model_copy(update={"mail_idle_seconds": 0})
     why = available()
     if why:
         pytest.skip(why)
