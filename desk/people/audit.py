@@ -34,6 +34,8 @@ ACTIONS = (
     "password_reset",
     # The conversation (desk/work/conversation.py): an admin's redaction of a message.
     "message_redact",
+    # A team's time rules acting on a ticket (desk/work/rule_runs.py); no person acted.
+    "time_rule",
 )
 
 

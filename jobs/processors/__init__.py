@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.execution import Processor
-from jobs.processors import email, export, imports, mailbox, noop, reminder
+from jobs.processors import email, export, imports, mailbox, noop, reminder, time_rule
 
 
 def registry() -> dict[str, Processor]:
@@ -15,4 +15,5 @@ def registry() -> dict[str, Processor]:
         "EMAIL": email.process,
         "MAIL_FETCH": mailbox.process_fetch,
         "MAIL_PARSE": mailbox.process_parse,
+        "TIME_RULE": time_rule.process,
     }
