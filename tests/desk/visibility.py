@@ -12,7 +12,17 @@ from tests.factories import World
 
 MISSING = 99_999
 PEOPLE = ("admin", "staff", "customer", "customer2", "outsider")
-KINDS = ("EXPORT", "REMINDER", "IMPORT", "NOOP", "EMAIL", "MAIL_FETCH", "MAIL_PARSE", "SLA_TIMER", "TIME_RULE")
+KINDS = (
+    "EXPORT",
+    "REMINDER",
+    "IMPORT",
+    "NOOP",
+    "EMAIL",
+    "MAIL_FETCH",
+    "MAIL_PARSE",
+    "SLA_TIMER",
+    "TIME_RULE",
+)
 
 
 async def insert_task(rt: Runtime, kind: str, team: int, owner: int, ticket: int | None) -> int:
