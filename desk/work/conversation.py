@@ -130,6 +130,12 @@ async def _post(
     return _Sent(written, found, mailed)
 
 
+# The post inside the caller's own pipelined transaction (`rt.pg.transaction()`), for a write
+# that must commit with it — a fetched mail's reply and the claim of its row (desk/work/mail_parse.py).
+# Its answers are read with `.posted()` after the commit; its `sends` are the caller's to send.
+post_in_transaction = _post
+
+
 @dataclass(frozen=True)
 class _Sent:
     """A post's writes, sent in its transaction; their answers are read after the commit."""
