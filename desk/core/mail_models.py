@@ -18,7 +18,9 @@ class InboundOutcome(StrEnum):
     AUTOMATIC = "automatic"  # an auto-reply, bounce or bulk mail: ignored
     UNREADABLE = "unreadable"  # kept raw, could not be parsed
     HELD = "held"  # held for review
-    DISCARDED = "discarded"  # held, then discarded by an admin (desk/work/mailbox_held.py)
+    THROTTLED = "throttled"  # over its sender's flood limit: kept raw, nothing made
+    DUPLICATE = "duplicate"  # a Message-ID already read in this mailbox (a renumbered server)
+    DISCARDED = "discarded"  # held, and discarded by an admin: kept raw
 
 
 class Mailbox(SQLModel, table=True):
