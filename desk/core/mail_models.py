@@ -20,7 +20,7 @@ class InboundOutcome(StrEnum):
     HELD = "held"  # held for review
     THROTTLED = "throttled"  # over its sender's flood limit: kept raw, nothing made
     DUPLICATE = "duplicate"  # a Message-ID already read in this mailbox (a renumbered server)
-    DISCARDED = "discarded"  # held, and discarded by an admin: kept raw
+    DISCARDED = "discarded"  # held, then discarded by an admin (desk/work/mailbox_held.py)
 
 
 class Mailbox(SQLModel, table=True):
