@@ -30,6 +30,25 @@ TASK_Q = "query($id: ID!) { task(id: $id) { id status } }"
 TASK_RESULT = "__typename ... on Task { id status }"
 
 QUERIES = {
+    # Mailboxes are their team's admins' alone; anyone else finds none, as in a team with none.
+    "mailboxes": case(
+        "query($t: ID!) { mailboxes(teamId: $t) { id } }",
+        "mailboxes",
+        lambda s: {"t": s.w.team},
+        every("n=0"),
+    ),
+    # Staff read the team's SLA policy, admins too; customers and outsiders find no team.
+    "slaPolicy": case(
+        "query($t: ID!) { slaPolicy(teamId: $t) { __typename } }",
+        "slaPolicy",
+        lambda s: {"t": s.w.team},
+        {
+            "admin": "NoSlaPolicy",
+            "staff": "NoSlaPolicy",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
     "me": case("{ me { id memberships { role } } }", "me", None, every("ok")),
     "team": case(
         TEAM_Q,
@@ -133,6 +152,85 @@ QUERIES = {
 SCHEDULE_RESULT = "__typename ... on ExportSchedule { id state }"
 
 MUTATIONS = {
+    # Only the team's admins manage mailboxes; anyone else is answered as by a missing team.
+    "createMailbox": case(
+        "mutation($t: ID!, $i: MailboxInput!) { createMailbox(teamId: $t, input: $i) { __typename } }",
+        "createMailbox",
+        lambda s: {
+            "t": s.w.team,
+            "i": {
+                "host": "127.0.0.1",
+                "port": 1,
+                "useTls": False,
+                "username": "u",
+                "password": "matrix-secret",
+            },
+        },
+        {"admin": "Mailbox", "staff": "NotFound", "customer": "NotFound", "outsider": "NotFound"},
+    ),
+    "updateMailbox of no mailbox": case(
+        'mutation($t: ID!) { updateMailbox(teamId: $t, id: "987654", input: {port: 993}) '
+        "{ __typename } }",
+        "updateMailbox",
+        lambda s: {"t": s.w.team},
+        every("NotFound"),
+    ),
+    "deleteMailbox of no mailbox": case(
+        'mutation($t: ID!) { deleteMailbox(teamId: $t, id: "987654") { __typename } }',
+        "deleteMailbox",
+        lambda s: {"t": s.w.team},
+        every("NotFound"),
+    ),
+    "testMailbox": case(
+        "mutation($t: ID!, $i: MailboxInput!) { testMailbox(teamId: $t, input: $i) { __typename } }",
+        "testMailbox",
+        lambda s: {
+            "t": s.w.team,
+            "i": {
+                "host": "127.0.0.1",
+                "port": 1,
+                "useTls": False,
+                "username": "u",
+                "password": "matrix-secret",
+            },
+        },
+        {
+            "admin": "MailboxTest",
+            "staff": "NotFound",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    # Admins set and clear the SLA policy; staff may read it only.
+    "setSlaPolicy": case(
+        "mutation($t: ID!, $i: SlaPolicyInput!) { setSlaPolicy(teamId: $t, input: $i) { __typename } }",
+        "setSlaPolicy",
+        lambda s: {
+            "t": s.w.team,
+            "i": {
+                "zone": "Europe/Berlin",
+                "hours": [{"day": "MON", "spans": ["09:00-17:00"]}],
+                "targets": [{"target": "FIRST_RESPONSE", "priority": "URGENT", "minutes": 60}],
+            },
+        },
+        {
+            "admin": "SlaPolicy",
+            "staff": "NotAllowed",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    "clearSlaPolicy": case(
+        "mutation($t: ID!) { clearSlaPolicy(teamId: $t) { __typename } }",
+        "clearSlaPolicy",
+        lambda s: {"t": s.w.team},
+        {
+            "admin": "SlaPolicyCleared",
+            "staff": "NotAllowed",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
     "startImport": case(
         "mutation($t: ID!, $u: ID!) { startImport(teamId: $t, uploadId: $u, mode: CREATE) "
         f"{{ {TASK_RESULT} }} }}",
