@@ -41,12 +41,12 @@ _EARLIER = (
 _LOOK = (
     "SELECT m.staff_only, m.team_id, "
     " (SELECT count(*) FROM (SELECT 1 FROM inbound_mail i WHERE i.mailbox_id = m.id "
-    "  AND i.sender = %(s)s AND i.received_at > %(since)s AND i.received_at <= %(at)s "
+    "  AND i.sender = %(k)s AND i.received_at > %(since)s AND i.received_at <= %(at)s "
     "  AND i.id < %(id)s LIMIT %(cap)s) c) AS recent, "
-    " EXISTS (SELECT 1 FROM inbound_mail i WHERE i.mailbox_id = m.id AND i.sender = %(s)s "
+    " EXISTS (SELECT 1 FROM inbound_mail i WHERE i.mailbox_id = m.id AND i.sender = %(k)s "
     "  AND i.received_at > %(since)s AND i.id < %(id)s AND i.outcome = 'throttled') AS noticed, "
     " (SELECT count(*) FROM (SELECT 1 FROM inbound_mail i WHERE i.mailbox_id = m.id "
-    "  AND i.sender = %(s)s AND i.received_at > %(since)s AND i.id < %(id)s "
+    "  AND i.sender = %(k)s AND i.received_at > %(since)s AND i.id < %(id)s "
     "  AND i.ticket_id = %(t)s AND i.outcome = 'reply' LIMIT %(loop)s) c) AS replies, "
     " EXISTS (SELECT 1 FROM app_user u JOIN membership ms ON ms.user_id = u.id "
     "  AND ms.team_id = m.team_id WHERE lower(u.email) = %(s)s) AS member "
@@ -71,6 +71,9 @@ class Row:
     mailbox_id: int
     message_id: str | None
     received_at: datetime
+    # The From address as the fetch stored it: what the flood and loop counts match on, the
+    # same column they count over (a Reply-To of its own cannot hide a flood).
+    sender: str | None = None
 
 
 async def duplicate(db: Db, row: Row) -> Stop | None:
@@ -100,7 +103,7 @@ async def stopped(
     window = settings.inbound_flood_window_seconds
     cap = settings.inbound_flood_max
     params = {
-        "b": row.mailbox_id, "s": sender, "id": row.id, "at": row.received_at,
+        "b": row.mailbox_id, "s": sender, "k": row.sender or sender, "id": row.id, "at": row.received_at,
         "since": row.received_at - timedelta(seconds=window), "cap": cap,
         "t": ticket_hint, "loop": LOOP_REPLIES,
     }  # fmt: skip

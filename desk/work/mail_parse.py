@@ -48,7 +48,7 @@ _CLAIM = (
 )
 _LINK = "UPDATE inbound_mail SET ticket_id = %(t)s, ticket_message_id = %(m)s WHERE id = %(id)s"
 _ROW = (
-    "SELECT id, mailbox_id, message_id, received_at, raw FROM inbound_mail "
+    "SELECT id, mailbox_id, message_id, received_at, sender, raw FROM inbound_mail "
     "WHERE id = %(id)s AND parsed_at IS NULL"
 )
 
@@ -87,7 +87,9 @@ async def parse_one(rt: Runtime, box: Mailbox, row_id: int) -> Parsed | None:
         found = await one(conn, _ROW, {"id": row_id})
     if found is None:
         return None
-    row = mail_gate.Row(found["id"], found["mailbox_id"], found["message_id"], found["received_at"])
+    row = mail_gate.Row(
+        found["id"], found["mailbox_id"], found["message_id"], found["received_at"], found["sender"]
+    )
     s = rt.settings
     mail = inbound.read(
         bytes(found["raw"]), max_files=s.message_max_files, max_file_bytes=s.attachment_max_bytes

@@ -113,6 +113,22 @@ async def test_a_flooding_sender_is_throttled_with_one_notice_and_others_go_on(
     assert (await outcomes(rt, box))[-1][0] == "ticket"
 
 
+async def test_a_flood_with_a_new_reply_to_each_time_is_still_one_sender(
+    rt: Runtime, world: World
+) -> None:
+    # The counts match the From the fetch stored, not the Reply-To a reply would go to.
+    rt.settings = rt.settings.model_copy(update={"inbound_flood_max": 3})
+    box = await mailbox(rt, world.team, world.admin)
+    flood = [
+        mail("bot@flood.test", f"Flood {n}", "Again.", f"<r{n}@flood.test>",
+             Reply_To=f"r{n}@elsewhere.test")
+        for n in range(6)
+    ]  # fmt: skip
+    await store(rt, box, flood)
+    await mail_parse.parse_pending(rt, box)
+    assert [o for o, *_ in await outcomes(rt, box)] == ["ticket"] * 3 + ["throttled"] * 3
+
+
 def test_the_flood_limit_is_checked_at_start() -> None:
     with pytest.raises(ValidationError, match="inbound_flood_max"):
         Settings(inbound_flood_max=0)
