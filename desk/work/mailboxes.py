@@ -121,11 +121,13 @@ async def queue_next_fetch(db: Db, box: Mailbox, *, now: datetime) -> int | None
     return await queue(db, FETCH, box, run_at=now + timedelta(seconds=box.cadence_seconds), now=now)
 
 
-async def note_error(db: Db, mailbox_id: int, error: str | None, *, now: datetime) -> None:
+async def note_error(db: Db, mailbox_id: int, error: str | None) -> None:
+    """Why the last fetch failed. `last_fetch_at` stays the last fetch that worked, so the
+    mailbox's lag keeps growing while its server refuses (the console and `lagSeconds`)."""
     await rows(
         db,
-        "UPDATE mailbox SET last_error = %(e)s, last_fetch_at = %(now)s WHERE id = %(id)s",
-        {"e": error, "now": now, "id": mailbox_id},
+        "UPDATE mailbox SET last_error = %(e)s WHERE id = %(id)s",
+        {"e": error, "id": mailbox_id},
     )
 
 

@@ -107,7 +107,7 @@ async def process_fetch(ex: Execution) -> None:
             box, password, commit, Options.of(rt.settings), idle_seconds=idle
         )
     except ImapProblem as exc:
-        await mailboxes.note_error(rt.pg, box.id, str(exc)[:500], now=rt.clock())
+        await mailboxes.note_error(rt.pg, box.id, str(exc)[:500])
         raise RetryLater(f"IMAP: {exc}"[:500]) from None
     finally:
         _IdleSlots.busy -= idle > 0

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.runtime import Runtime
-from desk.work import mailbox_admin, mailbox_held
+from desk.work import mailbox_admin, mailbox_held, mailboxes
 from tests.factories import World
 
 SECRET = "pw-never-shown-9f3a"
@@ -34,6 +34,10 @@ async def test_an_admin_creates_lists_updates_and_deletes_a_mailbox(
     assert SECRET not in repr(dataclasses.asdict(box))
     [listed] = await mailbox_admin.list_mailboxes(rt, world.admin, world.team)
     assert listed.id == box.id and listed.lag_seconds == 0.0 and listed.held_count == 0
+    # A failed fetch says why, and is no fetch: the lag still counts from the last one that worked.
+    await mailboxes.note_error(rt.pg, box.id, "refused")
+    [failed] = await mailbox_admin.list_mailboxes(rt, world.admin, world.team)
+    assert (failed.last_error, failed.last_fetch_at) == ("refused", None)
     changed = await mailbox_admin.update_mailbox(
         rt, world.admin, world.team, box.id, {"port": 143, "use_tls": False, "staff_only": True}
     )
