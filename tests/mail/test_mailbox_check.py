@@ -65,8 +65,10 @@ async def test_each_failure_is_named(imap: ImapServer) -> None:
 
 
 async def test_a_silent_server_is_a_timeout_within_the_deadline() -> None:
+    done = asyncio.Event()
+
     async def mute(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(30)  # accepts, never greets
+        await done.wait()  # accepts, never greets, until the test is over
 
     server = await asyncio.start_server(mute, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -79,6 +81,7 @@ async def test_a_silent_server_is_a_timeout_within_the_deadline() -> None:
         assert got.step == mailbox_check.TIMEOUT_STEP
         assert loop.time() - started < 5
     finally:
+        done.set()
         server.close()
 
 
