@@ -197,6 +197,9 @@ class Settings(BaseSettings):
     # short-lane slot); beyond that a mailbox is fetched on its cadence.
     mail_idle_seconds: float = Field(default=60.0, ge=0, le=3600)
     mail_idle_max_per_worker: int = Field(default=4, ge=0, le=1000)
+    # The operators' console (desk/console/mailboxes.py) and /metrics call an enabled mailbox
+    # stale when its last good fetch is older than this many minutes.
+    mailbox_stale_minutes: int = Field(default=10, ge=1, le=10_080)
     # A PEM file of certificate authorities trusted for IMAP over TLS besides the system's (a
     # private CA, a self-signed test server). Certificates are always verified.
     mail_ca_file: str = Field(default="", max_length=1000)
