@@ -6,14 +6,22 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from desk.core import inputs
 from desk.core.errors import ValidationProblem
 from desk.core.models import Priority, TicketStatus
+from desk.helpdesk.sla_state import FILTERABLE, sla_sql
 
 ASSIGNMENTS = ("anyone", "me", "unassigned", "user")
 MAX_Q = 200
+# The SLA filter in words (describe; ui/texts.py translates the same ones).
+SLA_WORDS = {
+    "BREACHED": ", SLA breached",
+    "DUE_SOON": ", SLA due within the hour",
+    "RUNNING": ", SLA running",
+}
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,7 @@ class TicketFilter:
     assignment: str = "anyone"
     assignee_id: int | None = None  # with assignment == "user"
     q: str = ""
+    sla: str = ""  # BREACHED, DUE_SOON or RUNNING (desk/helpdesk/sla_state.py); staff only
 
     def as_dict(self) -> dict[str, Any]:
         """The normalised form stored on a task and hashed for idempotency."""
@@ -35,6 +44,8 @@ class TicketFilter:
             out["assignee_id"] = self.assignee_id
         if self.q:
             out["q"] = self.q
+        if self.sla:
+            out["sla"] = self.sla
         return out
 
     def fingerprint(self) -> str:
@@ -56,6 +67,8 @@ class TicketFilter:
             text += f" assigned to user #{self.assignee_id}"
         if self.q:
             text += f' with "{self.q}" in the title'
+        if self.sla:
+            text += SLA_WORDS[self.sla]
         return text
 
 
@@ -84,7 +97,7 @@ def _enum_list(
 def parse_filter(raw: dict[str, Any] | None) -> TicketFilter:
     """Validate user input; unknown values raise ValidationProblem naming the field."""
     raw = dict(raw or {})
-    unknown = set(raw) - {"status", "priority", "assignment", "assignee_id", "q"}
+    unknown = set(raw) - {"status", "priority", "assignment", "assignee_id", "q", "sla"}
     if unknown:
         raise ValidationProblem(sorted(unknown)[0], "unknown filter")
     assignment = str(raw.get("assignment") or "anyone").strip().lower()
@@ -106,7 +119,17 @@ def parse_filter(raw: dict[str, Any] | None) -> TicketFilter:
         assignment=assignment,
         assignee_id=assignee_id,
         q=q,
+        sla=_sla(raw.get("sla")),
     )
+
+
+def _sla(value: Any) -> str:
+    if value in (None, ""):
+        return ""
+    up = str(value).strip().upper()
+    if up not in FILTERABLE:
+        raise ValidationProblem("sla", f"use one of {', '.join(FILTERABLE)}")
+    return up
 
 
 # pg_trgm sees only ASCII letters and digits as word characters in a database whose ctype is C
@@ -139,8 +162,12 @@ def filter_sql(
     creator_id: int | None,
     staff: bool,
     alias: str = "t",
+    now: datetime | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """WHERE clause (without the keyword) and parameters; `creator_id` scopes a customer.
+
+    `sla` is read at `now` (required with it) and only for staff: a customer's filter on it
+    (an export's owner demoted since, say) matches nothing, as a team without SLA would.
 
     `q` matches the title or the text of one of the ticket's messages: for `staff` any message,
     otherwise public ones only, so a customer's search never matches text that is only in an
@@ -169,6 +196,15 @@ def filter_sql(
         params["q"] = like_pattern(f.q)
         if needs_bigrams(f.q):
             params["q_text"] = f.q
+    if f.sla:
+        if not staff or creator_id is not None:
+            where.append("FALSE")
+        else:
+            if now is None:
+                raise ValueError("an SLA filter is read at a given instant")
+            sql, more = sla_sql(f.sla, alias, now)
+            where.append(sql)
+            params |= more
     return " AND ".join(where), params
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,11 @@ from desk.helpdesk.filters import TicketFilter, filter_sql, to_pyformat
 from desk.people import access
 
 MAX_PAGE = 200
+# Run in the transaction of a ticket's creation and of every clocked change, with (conn, ticket
+# id, now): the SLA timers' replan, which desk/work/sla_timers.py registers here (a lower layer
+# cannot import it); it answers the ticket's new (sla_due_at, sla_breached_at), or None.
+Replan = Callable[[AsyncConnection, int, datetime], Awaitable[tuple[Any, Any] | None]]
+REPLAN: list[Replan] = []
 # A change to any of these is one an SLA timer or a time rule must see: it bumps the revision.
 CLOCKED = frozenset({"status", "priority"})
 TICKET_COLUMNS = (
@@ -103,12 +109,15 @@ def list_sql(
     staff: bool,
     first: int,
     after: tuple[datetime, int] | None = None,
+    now: datetime | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """(capped count, page, params) of a ticket list, psycopg placeholders; the page is keyset
-    (created_at, id) after `after`, `first + 1` rows to tell whether there is a next page."""
+    (created_at, id) after `after`, `first + 1` rows to tell whether there is a next page.
+    `now`: the instant the SLA filter is read at."""
     where, params = filter_sql(
-        f, team_id=team_id, me=user_id, creator_id=None if staff else user_id, staff=staff
-    )
+        f, team_id=team_id, me=user_id, creator_id=None if staff else user_id, staff=staff,
+        now=now,
+    )  # fmt: skip
     where = to_pyformat(where)
     count = (
         f"SELECT count(*) AS n FROM (SELECT 1 FROM ticket t WHERE {where} "
@@ -145,9 +154,12 @@ async def list_tickets(
     if role is None:
         raise NotFound("Team not found.")
     staff = access.Member(user_id, team_id, Role(role["role"])).is_staff
+    if f.sla and not staff:  # SLA is staff's (docs/architecture.md, "Business hours")
+        raise ValidationProblem("sla", "only staff and admins filter on SLA")
     count_sql, page_sql, params = list_sql(
-        f, team_id=team_id, user_id=user_id, staff=staff, first=first, after=cursor
-    )
+        f, team_id=team_id, user_id=user_id, staff=staff, first=first, after=cursor,
+        now=rt.clock(),
+    )  # fmt: skip
     # The count and the page on two connections at once: the answer waits for the slower only.
     # Both are awaited to the end, so a failure of one leaves no statement running behind it.
     rows, counted = await asyncio.gather(
@@ -225,7 +237,17 @@ async def insert_ticket(
         conn, ticket, author_id=user_id, body=body, internal=False, staff=False, now=now
     )
     ticket.message_count, ticket.last_public_reply_at = 1, now
+    await _replan(conn, ticket, now)
     return ticket, member, opening
+
+
+async def _replan(conn: AsyncConnection, ticket: Ticket, now: datetime) -> Ticket:
+    for replan in REPLAN:
+        found = await replan(conn, ticket.id or 0, now)
+        if found is not None:
+            ticket.sla_due_at = found[0]
+            ticket.sla_breached_at = ticket.sla_breached_at or found[1]
+    return ticket
 
 
 @retry_transient
@@ -316,6 +338,8 @@ async def apply_changes(
             changes | {"id": ticket.id, "now": now},
         )
     ).one()
+    if changes.keys() & CLOCKED:
+        return await _replan(conn, _ticket(row), now), history
     return _ticket(row), history
 
 

@@ -33,8 +33,27 @@ _EXECUTION = re.compile(r"[0-9a-f]{1,32}")
 _COLUMNS = (
     "t.id, t.title, t.status, t.priority, coalesce(a.email, '') AS assignee_email, "
     "c.email AS creator_email, t.created_at, t.updated_at, t.message_count, "
-    "t.first_response_at, {last} AS last_public_reply_at"
+    "t.first_response_at, {last} AS last_public_reply_at, "
+    "{due} AS sla_due_at, {breached} AS sla_breached_at"
 )
+# A customer's export carries the SLA columns empty: SLA is staff's (docs/architecture.md,
+# "Business hours"). Inlined, never a parameter: the CSV's shape is the task's own.
+_NO_SLA = "NULL::timestamptz"
+
+
+def sla_columns(task: BackgroundTask) -> tuple[str, str]:
+    """The SQL of the task's (sla_due_at, sla_breached_at) cells: staff's exports only."""
+    if task.scope_creator_id is None:
+        return "t.sla_due_at", "t.sla_breached_at"
+    return _NO_SLA, _NO_SLA
+
+
+def columns(task: BackgroundTask, last: str) -> str:
+    """What the task's table holds: the ticket's cells as they are at the copy."""
+    due, breached = sla_columns(task)
+    return _COLUMNS.format(last=last, due=due, breached=breached)
+
+
 _FROM = (
     "FROM ticket t JOIN app_user c ON c.id = t.creator_id "
     "LEFT JOIN app_user a ON a.id = t.assignee_id"
@@ -59,7 +78,8 @@ def fingerprint(
     reused by a restored database), other filters, another scope (the person demoted since)
     or another chunk size is not reused."""
     sql, params = where
-    said = repr((task.id, task.created_at, sql, sorted(params.items()), rows_per_chunk))
+    # The columns too: a table copied by an older release (fewer of them) is not reused.
+    said = repr((task.id, task.created_at, sql, sorted(params.items()), rows_per_chunk, _COLUMNS))
     return hashlib.sha256(said.encode()).hexdigest()
 
 
@@ -136,7 +156,7 @@ async def copy(
     """In the caller's transaction: the table made and filled by one statement (at most
     `limit` rows; more, and the caller refuses the export), sealed and indexed."""
     name = table(task)
-    cols = _COLUMNS.format(last=last)
+    cols = columns(task, last)
     sql, params = where
     await conn.execute(
         sa.text(

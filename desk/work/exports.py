@@ -39,6 +39,8 @@ COLUMNS = (
     "message_count",
     "first_response_at",
     "last_public_reply_at",
+    "sla_due_at",
+    "sla_breached_at",
 )
 HEADER = BOM + (",".join(COLUMNS) + "\n").encode()
 # The conversation's columns are the ticket's own figures (desk/helpdesk/thread.py keeps them
@@ -50,6 +52,8 @@ HEADER = BOM + (",".join(COLUMNS) + "\n").encode()
 # one, NULL (an empty cell) while there is none. The opening message sets the ticket's
 # `last_public_reply_at` to its `created_at`; a ticket without one (imported, or made before
 # migration 0018) has no count for it, and a first reply sets the time.
+# Then `sla_due_at` (the soonest running SLA due instant) and `sla_breached_at` (the first
+# breach), ISO-8601 UTC, empty when none: staff's exports only, a customer's are empty cells.
 LAST_PUBLIC_REPLY = (
     "(CASE WHEN t.message_count > 1 OR t.last_public_reply_at <> t.created_at "
     "THEN t.last_public_reply_at END)"
@@ -74,12 +78,14 @@ def _pyformat(sql: str) -> str:
 
 def export_where(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     """The tickets the task's filters select. A customer's task (`scope_creator_id` set, also
-    for an owner demoted since asking) covers their own tickets, and its `q` reads no note."""
+    for an owner demoted since asking) covers their own tickets, and its `q` reads no note.
+    Its SLA filter is read at the moment the export was asked (a resumed run selects the same)."""
     f = parse_filter(task.filters)
     creator = task.scope_creator_id
     return filter_sql(
-        f, team_id=task.team_id, me=task.owner_id, creator_id=creator, staff=creator is None
-    )
+        f, team_id=task.team_id, me=task.owner_id, creator_id=creator, staff=creator is None,
+        now=task.created_at,
+    )  # fmt: skip
 
 
 def count_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
@@ -90,11 +96,13 @@ def count_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
 def copy_sql(task: BackgroundTask) -> tuple[str, dict[str, Any]]:
     """A psycopg COPY statement (pyformat placeholders) writing the CSV body, no header."""
     where, params = export_where(task)
+    due, breached = export_rows.sla_columns(task)
     select = (
         f"SELECT t.id, {_safe('t.title')}, t.status, t.priority, "
         f"{_safe('coalesce(a.email, %(empty)s)')}, {_safe('c.email')}, "
         f"{_iso('t.created_at')}, {_iso('t.updated_at')}, "
-        f"t.message_count, {_iso('t.first_response_at')}, {_iso(LAST_PUBLIC_REPLY)} "
+        f"t.message_count, {_iso('t.first_response_at')}, {_iso(LAST_PUBLIC_REPLY)}, "
+        f"{_iso(due)}, {_iso(breached)} "
         "FROM ticket t JOIN app_user c ON c.id = t.creator_id LEFT JOIN app_user a ON a.id = t.assignee_id "
         f"WHERE {_pyformat(where)} ORDER BY t.id"
     )
@@ -128,6 +136,8 @@ def _line() -> str:
         "r.message_count::text",
         f"coalesce({_iso('r.first_response_at')}, '')",
         f"coalesce({_iso('r.last_public_reply_at')}, '')",
+        f"coalesce({_iso('r.sla_due_at')}, '')",
+        f"coalesce({_iso('r.sla_breached_at')}, '')",
     ]
     return " || ',' || ".join(cells) + " || E'\\n'"
 

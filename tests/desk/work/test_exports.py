@@ -56,6 +56,8 @@ async def test_csv_matches_the_database_rows_for_the_same_filters(rt, world):
         "message_count",
         "first_response_at",
         "last_public_reply_at",
+        "sla_due_at",
+        "sla_breached_at",
     ]
     async with rt.engine.connect() as conn:
         expected = (
