@@ -28,6 +28,7 @@ from schema.subscriptions import Subscription as TaskSubscription
 from schema.tasks import TaskMutation, TaskQuery
 from schema.ticket_live import TicketSubscription
 from schema.tickets import TicketMutation, TicketQuery
+from schema.time_rules import TimeRulesMutation, TimeRulesQuery
 from schema.tokens import TokenMutation, TokenQuery
 from schema.viewer import ViewerQuery
 
@@ -44,6 +45,7 @@ class Query(
     PeopleQuery,
     MailboxQuery,
     SlaQuery,
+    TimeRulesQuery,
 ):
     pass
 
@@ -61,6 +63,7 @@ class Mutation(
     ConversationMutation,
     MailboxMutation,
     SlaMutation,
+    TimeRulesMutation,
 ):
     pass
 

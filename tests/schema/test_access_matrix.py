@@ -49,6 +49,18 @@ QUERIES = {
             "outsider": "NotFound",
         },
     ),
+    # Staff read the team's time rules and runs, admins too; customers and outsiders find no team.
+    "timeRules": case(
+        "query($t: ID!) { timeRules(teamId: $t) { __typename } }",
+        "timeRules",
+        lambda s: {"t": s.w.team},
+        {
+            "admin": "TimeRules",
+            "staff": "TimeRules",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
     "me": case("{ me { id memberships { role } } }", "me", None, every("ok")),
     "team": case(
         TEAM_Q,
@@ -226,6 +238,30 @@ MUTATIONS = {
         lambda s: {"t": s.w.team},
         {
             "admin": "SlaPolicyCleared",
+            "staff": "NotAllowed",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    # Admins set and clear the time rules; staff may read them only.
+    "setTimeRules": case(
+        "mutation($t: ID!, $i: TimeRulesInput!) { setTimeRules(teamId: $t, input: $i) "
+        "{ __typename } }",
+        "setTimeRules",
+        lambda s: {"t": s.w.team, "i": {"closeResolvedAfter": 7}},
+        {
+            "admin": "TimeRules",
+            "staff": "NotAllowed",
+            "customer": "NotFound",
+            "outsider": "NotFound",
+        },
+    ),
+    "clearTimeRules": case(
+        "mutation($t: ID!) { clearTimeRules(teamId: $t) { __typename } }",
+        "clearTimeRules",
+        lambda s: {"t": s.w.team},
+        {
+            "admin": "TimeRules",
             "staff": "NotAllowed",
             "customer": "NotFound",
             "outsider": "NotFound",
