@@ -38,10 +38,11 @@ def _mount_plain_routes(app: FastAPI, settings: Settings) -> None:
 
 
 def _mount_rest(app: FastAPI, settings: Settings) -> None:
-    from api import rest, rest_messages  # /api/v1: the trigger contract, the conversation
+    from api import rest, rest_mailboxes, rest_messages  # /api/v1: the trigger contract, …
 
     app.include_router(rest.router)
     app.include_router(rest_messages.router)
+    app.include_router(rest_mailboxes.router)  # the team's mailboxes (admins)
 
 
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:

@@ -164,6 +164,17 @@ async def _row(
     return _view(found, now)
 
 
+async def team_of(rt: Runtime, mailbox_id: object) -> int | None:
+    """The team a mailbox belongs to, for faces that address a mailbox by its id alone (REST's
+    /mailboxes/{id}); no access check: every call made with it checks the admin."""
+    mid = inputs.optional_id(mailbox_id)
+    if mid is None:
+        return None
+    async with rt.engine.connect() as conn:
+        found = await one(conn, "SELECT team_id FROM mailbox WHERE id = %(id)s", {"id": mid})
+    return int(found["team_id"]) if found else None
+
+
 async def list_mailboxes(rt: Runtime, user_id: int, team_id: object) -> list[MailboxView]:
     now = rt.clock()
     async with rt.engine.connect() as conn:
@@ -215,7 +226,9 @@ async def _set(
     conn: AsyncConnection, rt: Runtime, team: int, mid: int, values: dict[str, Any]
 ) -> bool:
     if "password" in values:
-        values = {**values, "password_enc": mailboxes.encrypt(rt.settings, values.pop("password"))}
+        # A copy without the password, then its cipher text: the column is password_enc only.
+        values = dict(values)
+        values["password_enc"] = mailboxes.encrypt(rt.settings, values.pop("password"))
     if not values:
         return True
     assigns = ", ".join(f"{k} = %({k})s" for k in values)  # keys are _CHECKS' own names

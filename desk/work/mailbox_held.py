@@ -77,6 +77,18 @@ async def list_held(rt: Runtime, user_id: int, team_id: object) -> list[Held]:
     return [_held(r) for r in found]
 
 
+async def held_in(rt: Runtime, mailbox_id: int, inbound_id: object) -> bool:
+    """Whether `inbound_id` is mail held in that mailbox (for faces that address held mail under
+    its mailbox); no access check: accept and discard check the admin."""
+    found = await one(
+        rt.pg,
+        "SELECT 1 AS x FROM inbound_mail WHERE id = %(id)s AND mailbox_id = %(m)s "
+        " AND outcome = 'held'",
+        {"id": _id(inbound_id), "m": mailbox_id},
+    )
+    return found is not None
+
+
 def _held(r: dict[str, Any]) -> Held:
     return Held(
         r["id"], r["mailbox_id"], r["sender"], _subject(bytes(r["head"])), r["received_at"],
