@@ -19,6 +19,7 @@ from schema import problems as e
 from schema.context import Context, ctx_of
 from schema.errors import fail
 from schema.problems import attempt
+from schema.ticket_sla import SlaFilter
 from schema.types import Ticket, TicketConnection
 
 
@@ -37,6 +38,11 @@ class TicketFilterInput:
     assignment: Assignment = Assignment.ANYONE
     assignee_id: ID | None = strawberry.field(default=None, description="With assignment USER.")
     q: str | None = strawberry.field(default=None, description="Title contains (any case).")
+    sla: SlaFilter | None = strawberry.field(
+        default=None,
+        description="Tickets whose `slaState` is this, at the request's time (an export: at "
+        "its asking). Staff and admins only.",
+    )
 
     def raw(self) -> dict[str, Any]:
         """The plain form desk.helpdesk.filters.parse_filter validates and normalises."""
@@ -49,6 +55,8 @@ class TicketFilterInput:
             out["assignee_id"] = lookups.parse_id(self.assignee_id) or str(self.assignee_id)
         if self.q:
             out["q"] = self.q
+        if self.sla:
+            out["sla"] = self.sla.value
         return out
 
 

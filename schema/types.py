@@ -25,10 +25,12 @@ from desk.core.models import BackgroundTask, Priority, TaskKind, TaskStatus, Tic
 from desk.core.models import Ticket as TicketRow
 from desk.helpdesk import thread, tickets
 from desk.helpdesk.attachments import Attachment as AttachmentRow
+from desk.helpdesk.sla_state import SlaState
 from desk.ledger import rules as task_rules
 from desk.reads.conversation import Delivery
 from desk.reads.tasks import TaskRow
 from desk.reads.threads import MessageView
+from schema import ticket_sla
 from schema.basics import Edge, PageInfo, Team, User, _user
 from schema.context import ctx_of
 from schema.errors import fail
@@ -46,6 +48,8 @@ class Ticket:
     team_id: Private[int]
     creator_id: Private[int]
     assignee_id: Private[int | None]
+    due_at: Private[datetime | None] = None
+    breached_at: Private[datetime | None] = None
 
     @classmethod
     def from_model(cls, t: TicketRow) -> Ticket:
@@ -60,7 +64,30 @@ class Ticket:
             team_id=t.team_id,
             creator_id=t.creator_id,
             assignee_id=t.assignee_id,
+            due_at=t.sla_due_at,
+            breached_at=t.sla_breached_at,
         )
+
+    @strawberry.field(
+        description="The soonest running SLA target's due instant; null when no clock runs. "
+        "Staff and admins; null for customers."
+    )
+    async def sla_due_at(self, info: strawberry.Info) -> datetime | None:
+        return self.due_at if await ticket_sla.staff_sees(info, self.team_id) else None
+
+    @strawberry.field(
+        description="When the ticket first missed an SLA target (kept). Staff and admins; "
+        "null for customers."
+    )
+    async def sla_breached_at(self, info: strawberry.Info) -> datetime | None:
+        return self.breached_at if await ticket_sla.staff_sees(info, self.team_id) else None
+
+    @strawberry.field(
+        description="Where the SLA stands now (a due instant already past is BREACHED). "
+        "Staff and admins; null for customers."
+    )
+    async def sla_state(self, info: strawberry.Info) -> SlaState | None:
+        return await ticket_sla.state(info, self.team_id, self.due_at, self.breached_at)
 
     @strawberry.field
     async def team(self, info: strawberry.Info) -> Team | None:
