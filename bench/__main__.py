@@ -37,7 +37,15 @@ Bench = Callable[[Ctx], Awaitable[list[Row]]]
 
 def registry() -> dict[str, Bench]:
     """Every benchmark, in the order the table lists them."""
-    from bench import b_attachments, b_conversation, b_feed, b_http, b_import, b_subscribe
+    from bench import (
+        b_attachments,
+        b_conversation,
+        b_feed,
+        b_http,
+        b_import,
+        b_inbound,
+        b_subscribe,
+    )
 
     return {
         "export-100k": b_export.export_100k,
@@ -64,6 +72,8 @@ def registry() -> dict[str, Bench]:
         "conversation-page": b_conversation.page,
         "attachment-20mb": b_attachments.attachment_20mb,
         "conversation-live": b_conversation.live,
+        "inbound": b_inbound.inbound,
+        "fetch-lag": b_inbound.fetch_lag,
     }
 
 
