@@ -122,6 +122,8 @@ def describe_export(cat: Catalog, locale: str, raw: dict[str, Any]) -> str:
         text += cat.gettext(" assigned to user #%(id)s") % {"id": f.assignee_id}
     if f.q:
         text += cat.gettext(' with "%(q)s" in the title') % {"q": f.q}
+    if f.sla:
+        text += cat.gettext(filters.SLA_WORDS[f.sla])
     return text
 
 
@@ -135,4 +137,5 @@ MSGIDS = (
     " not assigned",
     " assigned to user #%(id)s",
     ' with "%(q)s" in the title',
+    *filters.SLA_WORDS.values(),
 )

@@ -24,7 +24,7 @@ from desk.helpdesk.thread import Change, Message
 from desk.reads import conversation as reads
 from desk.reads import ticket_page
 from desk.reads.conversation import Delivery, ThreadView
-from ui import message_text, thread_cache
+from ui import message_text, sla_words, thread_cache
 from ui.reminders_box import reminders_of
 from ui.viewer import Viewer, team_cookie, viewer_of
 from web.auth import session_secret
@@ -181,23 +181,27 @@ def shown(view: ThreadView, *, after: int | None = None, h: int | None = None) -
 
 async def fields_context(rt: Runtime, v: Viewer, ticket: Ticket) -> dict[str, Any]:
     """What the ticket's Details block shows (names of the team for the assignee)."""
-    return fields_of(v, ticket, await tickets.team_members(rt, v.user_id, ticket.team_id))
+    members = await tickets.team_members(rt, v.user_id, ticket.team_id)
+    return fields_of(v, ticket, members, rt.clock())
 
 
 def fields_of(
-    v: Viewer, ticket: Ticket, members: list[tuple[int, str, str, str]]
+    v: Viewer, ticket: Ticket, members: list[tuple[int, str, str, str]], now: datetime
 ) -> dict[str, Any]:
-    """`fields_context` from the team's members as `tickets.team_members` answers."""
+    """`fields_context` from the team's members as `tickets.team_members` answers; the SLA
+    cell (staff) at `now`."""
     # The ticket's own team decides the role here, not the team picked in the header.
     role = next((Role(r) for uid, _n, _e, r in members if uid == v.user_id), None)
+    is_staff = role is not None and role.is_staff
     return {
         "v": v,
         "ticket": ticket,
         "names": {uid: name for uid, name, _e, _r in members},
         "staff": [(uid, name) for uid, name, _e, r in members if r != Role.CUSTOMER],
-        "is_staff": role is not None and role.is_staff,
+        "is_staff": is_staff,
         "statuses": list(TicketStatus),
         "priorities": list(Priority),
+        "sla": sla_words.sla_cell(ticket, now) if is_staff else None,
     }
 
 
@@ -252,9 +256,9 @@ async def session_page(rt: Runtime, request: Request, ticket_id: int) -> dict[st
 
 
 def _context_of(rt: Runtime, v: Viewer, page: ticket_page.TicketPage) -> dict[str, Any]:
-    context = fields_of(v, page.view.ticket, page.members)
-    context |= reply_context(rt, shown(page.view))
     now = rt.clock()
+    context = fields_of(v, page.view.ticket, page.members, now)
+    context |= reply_context(rt, shown(page.view))
     context["read_at"] = at_us(now)
     if context["is_staff"] and page.reminders is not None:
         context |= reminders_of(v, page.view.ticket, page.pending, page.reminders, now)

@@ -18,7 +18,7 @@ from desk.core.runtime import Runtime
 from desk.helpdesk import attachments, filters, tickets
 from desk.work import opening
 from desk.work.conversation import IncomingFile
-from ui import task_lists
+from ui import sla_words, task_lists
 from ui.reminders_box import reminders_context
 from ui.render import fragment_or_page, is_htmx, render
 from ui.route import UiRoute, redirect
@@ -29,7 +29,10 @@ from web.errors import too_many_file_parts
 
 router = APIRouter(route_class=UiRoute)
 PAGE = 25
-FILTER_KEYS = ("status", "priority", "assignment", "assignee_id", "q")
+FILTER_KEYS = ("status", "priority", "assignment", "assignee_id", "q", "sla")
+# The SLA filter's choices (staff): value, words.
+SLA_CHOICES = (("", "Any"), ("BREACHED", "Breached"), ("DUE_SOON", "Due soon"),
+               ("RUNNING", "Running"))  # fmt: skip
 
 
 def filter_input(values: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
@@ -82,6 +85,9 @@ async def ticket_list(
         "priorities": list(Priority),
         "staff": await _staff(rt, v, team_id) if v.is_staff else [],
         "listing": None,
+        # "due in / breached": worked out now, never cached (ui/sla_words.py)
+        "sla": sla_words.cells(page.items, rt.clock(), staff=v.is_staff),
+        "sla_choices": SLA_CHOICES,
     }
     if not is_htmx(request):
         context["listing"] = await task_lists.task_list(
