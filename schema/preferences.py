@@ -20,6 +20,10 @@ class NotificationPreferences:
         description="Staff: customers' replies to your tickets (assigned to you, or unassigned) "
         "by e-mail; on unless turned off. Customers always get the replies to their tickets."
     )
+    sla_email: bool = strawberry.field(
+        description="Staff: SLA warnings and breaches of your tickets (or, unassigned, your "
+        "team's) by e-mail too."
+    )
 
     @classmethod
     def of(cls, p: preferences.Preferences) -> NotificationPreferences:
@@ -27,6 +31,7 @@ class NotificationPreferences:
             export_ready_email=p.export_ready_email,
             reminder_email=p.reminder_email,
             ticket_reply_email=p.ticket_reply_email,
+            sla_email=p.sla_email,
         )
 
 
@@ -57,6 +62,7 @@ class PreferencesMutation:
         export_ready_email: bool | None = None,
         reminder_email: bool | None = None,
         ticket_reply_email: bool | None = None,
+        sla_email: bool | None = None,
     ) -> SetPreferencesResult | None:
         async def run(ctx: Context, user_id: int) -> NotificationPreferences:
             got = await preferences.set_mine(
@@ -65,6 +71,7 @@ class PreferencesMutation:
                 export_ready_email=export_ready_email,
                 reminder_email=reminder_email,
                 ticket_reply_email=ticket_reply_email,
+                sla_email=sla_email,
             )
             return NotificationPreferences.of(got)
 

@@ -17,7 +17,7 @@ from web.auth import RuntimeDep
 
 router = APIRouter(route_class=UiRoute)
 PATH = "/settings/notifications"
-CHOICES = ("export_ready_email", "reminder_email")
+CHOICES = ("export_ready_email", "reminder_email", "sla_email")
 # What a checkbox sends when ticked (browsers: "on"); absent means unticked.
 TICKED = {"on", "1", "true", "yes"}
 

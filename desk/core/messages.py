@@ -52,6 +52,30 @@ TEMPLATES: dict[str, Template] = {
     "reminder.skipped.stale": "Skipped: the reminder was rescheduled or cancelled.",
     "reminder.skipped.closed": ("Skipped: the ticket was %(status)s before the reminder was due."),
     "reminder.superseded": "Superseded by a reminder for %(due_at)s.",
+    # A ticket's SLA timers (desk/work/sla_firing.py); `target` is the target's English name.
+    "sla_timer.warned": (
+        "Warned %(count)s person: the %(target)s target is due at %(due_at)s.",
+        "Warned %(count)s people: the %(target)s target is due at %(due_at)s.",
+        "count",
+    ),
+    "sla_timer.breached": (
+        "Breached: the %(target)s target was due at %(due_at)s; %(count)s person notified.",
+        "Breached: the %(target)s target was due at %(due_at)s; %(count)s people notified.",
+        "count",
+    ),
+    "sla_timer.skipped.superseded": "Skipped: superseded (the ticket changed).",
+    "sla_timer.skipped.policy": "Skipped: superseded (the team's SLA policy changed).",
+    "sla_timer.skipped.already": "Skipped: already notified for this due time.",
+    "sla_timer.skipped.closed": "Skipped: the ticket was %(status)s before the timer was due.",
+    "sla_timer.skipped.ticket_gone": "Skipped: the ticket no longer exists.",
+    "sla_timer.skipped.task_gone": "Skipped: the task no longer exists.",
+    "sla_timer.replanned": (
+        "Planned the SLA timers of %(count)s open ticket again.",
+        "Planned the SLA timers of %(count)s open tickets again.",
+        "count",
+    ),
+    "sla.warning": "SLA warning: ticket #%(ticket)s “%(title)s”: %(target)s due at %(due_at)s.",
+    "sla.breach": "SLA breached: ticket #%(ticket)s “%(title)s”: %(target)s was due at %(due_at)s.",
     "reminder.notification": "Reminder: ticket #%(ticket)s “%(title)s” is still %(status)s.",
     "reminder.notification_note": (
         "Reminder: ticket #%(ticket)s “%(title)s” is still %(status)s. Note: %(note)s"

@@ -248,6 +248,12 @@ class BackgroundTask(SQLModel, table=True):
             "finished_at",
             postgresql_where=sa.text("finished_at IS NOT NULL"),
         ),
+        # A ticket's waiting SLA timers, which each replan ends (migration 0021).
+        sa.Index(
+            "background_task_sla_waiting",
+            "ticket_id",
+            postgresql_where=sa.text("kind = 'SLA_TIMER' AND status = 'WAITING'"),
+        ),
         # "One active task per idempotency scope" is a database fact, not a code path.
         sa.Index(
             "background_task_one_active_per_scope",
@@ -534,6 +540,7 @@ class NotificationPreference(SQLModel, table=True):
     user_id: int = Field(foreign_key="app_user.id", primary_key=True, ondelete="CASCADE")
     export_ready_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     reminder_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    sla_email: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     # Staff: a customer's reply to a ticket of theirs (assigned, or the team's when unassigned).
     # On unless turned off; customers always get the replies to their tickets.
     ticket_reply_email: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})

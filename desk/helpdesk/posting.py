@@ -45,7 +45,11 @@ READ = (
     " (SELECT max(id) FROM ticket_message WHERE ticket_id = t.id AND NOT internal) AS parent,"
     " (SELECT display_name FROM app_user WHERE id = %(u)s) AS author_name,"
     " (SELECT name FROM team WHERE id = t.team_id) AS team_name,"
-    " nextval(pg_get_serial_sequence('ticket_message', 'id')) AS message_id, r.* "
+    " nextval(pg_get_serial_sequence('ticket_message', 'id')) AS message_id,"
+    # Whether its SLA timers are planned again after the post (docs/architecture.md, "Business
+    # hours"): folded in here, so a team without a policy pays no statement for it.
+    " (t.sla_due_at IS NOT NULL OR EXISTS (SELECT 1 FROM team_sla_policy p"
+    "  WHERE p.team_id = t.team_id)) AS sla, r.* "
     "FROM ticket t LEFT JOIN membership m ON m.team_id = t.team_id AND m.user_id = %(u)s "
     f"LEFT JOIN LATERAL ({_RECIPIENTS}) r ON true "
     "WHERE t.id = %(t)s FOR UPDATE OF t"
@@ -100,6 +104,7 @@ class Context:
     team_name: str
     message_id: int  # the new message's id, taken from its sequence
     recipients: list[Recipient]
+    sla: bool = False  # the team has an SLA policy (or the ticket still carries a due time)
 
 
 def _ticket(row: dict[str, Any]) -> Ticket:
@@ -123,7 +128,7 @@ async def read(
                      row["r_zones"] or [], strict=True)
     ]  # fmt: skip
     return Context(ticket, member, row["root"], row["parent"], row["author_name"] or "",
-                   row["team_name"] or "", row["message_id"], recipients)  # fmt: skip
+                   row["team_name"] or "", row["message_id"], recipients, row["sla"])  # fmt: skip
 
 
 async def write(

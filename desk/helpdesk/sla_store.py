@@ -20,14 +20,15 @@ columns are what a team admin writes, kept as written so every face shows them b
 field to fix (`zone`, `hours`, `holidays`, `targets`, the target's name, `warn_share`);
 `load`/`save`/`delete` read and write the row in the caller's transaction; `get_team_policy`,
 `set_team_policy` and `clear_team_policy` are the faces' entry points (staff read it, admins
-write it; anyone else is told the team does not exist). Saving a policy does not move the
-timers already planned: each ticket's clocks are planned again at its next change.
+write it; anyone else is told the team does not exist). Saving or clearing a policy runs the
+`CHANGED` hooks in its transaction: desk/work/sla_replans.py registers the team's replan there
+(a lower layer cannot import it), so the open tickets' timers follow the new policy.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -44,6 +45,9 @@ from desk.helpdesk.business_hours import Calendar
 from desk.helpdesk.sla import TARGETS, Policy
 from desk.people import access
 
+# Run with (conn, team id, by, now) in the transaction that saves or clears a team's policy.
+Changed = Callable[[AsyncConnection, int, int, datetime], Awaitable[None]]
+CHANGED: list[Changed] = []
 MIN_SECONDS = 60
 MAX_SECONDS = 366 * 24 * 3600
 PRIORITIES = tuple(p.value for p in Priority)
@@ -229,14 +233,28 @@ async def set_team_policy(
     """Admins write the team's policy (staff: NotAllowed; others: NotFound)."""
     async with rt.engine.begin() as conn:
         access.require_admin(await _member(conn, user_id, team_id))
-        return await save(
+        stored = await save(
             conn, team_id, calendar=calendar, targets=targets, warn_share=warn_share,
             by=user_id, now=rt.clock(),
         )  # fmt: skip
+        for changed in CHANGED:
+            await changed(conn, team_id, user_id, rt.clock())
+        return stored
 
 
 async def clear_team_policy(rt: Runtime, user_id: int, team_id: int) -> bool:
     """Admins drop the team's policy; whether there was one."""
     async with rt.engine.begin() as conn:
         access.require_admin(await _member(conn, user_id, team_id))
-        return await delete(conn, team_id)
+        had = await delete(conn, team_id)
+        for changed in CHANGED if had else ():
+            await changed(conn, team_id, user_id, rt.clock())
+        return had
+
+
+async def check_admin(rt: Runtime, user_id: int, team_id: int) -> None:
+    """What `set_team_policy` asks of the caller, asked first: a face that reads its input only
+    after the caller may write (REST) refuses staff (NotAllowed) and anyone else (NotFound, as
+    a missing team) whatever they sent."""
+    async with rt.engine.connect() as conn:
+        access.require_admin(await _member(conn, user_id, team_id))

@@ -17,18 +17,20 @@ from desk.core.runtime import Runtime
 _GET = sa.text(
     "SELECT coalesce(p.export_ready_email, false) AS export_ready_email, "
     " coalesce(p.reminder_email, false) AS reminder_email, "
-    " coalesce(p.ticket_reply_email, true) AS ticket_reply_email "
+    " coalesce(p.ticket_reply_email, true) AS ticket_reply_email, "
+    " coalesce(p.sla_email, false) AS sla_email "
     "FROM app_user u LEFT JOIN notification_preference p ON p.user_id = u.id WHERE u.id = :u"
 )
 _SET = sa.text(
     "INSERT INTO notification_preference AS p (user_id, export_ready_email, reminder_email, "
-    " ticket_reply_email, updated_at) VALUES (:u, coalesce(:export, false), "
-    " coalesce(:reminder, false), coalesce(:replies, true), :now) "
+    " ticket_reply_email, sla_email, updated_at) VALUES (:u, coalesce(:export, false), "
+    " coalesce(:reminder, false), coalesce(:replies, true), coalesce(:sla, false), :now) "
     "ON CONFLICT (user_id) DO UPDATE SET "
     " export_ready_email = coalesce(:export, p.export_ready_email), "
     " reminder_email = coalesce(:reminder, p.reminder_email), "
-    " ticket_reply_email = coalesce(:replies, p.ticket_reply_email), updated_at = :now "
-    "RETURNING export_ready_email, reminder_email, ticket_reply_email"
+    " ticket_reply_email = coalesce(:replies, p.ticket_reply_email), "
+    " sla_email = coalesce(:sla, p.sla_email), updated_at = :now "
+    "RETURNING export_ready_email, reminder_email, ticket_reply_email, sla_email"
 )
 
 
@@ -38,6 +40,7 @@ class Preferences:
     reminder_email: bool = False  # reminders by e-mail too
     # Staff: customers' replies to their tickets (assigned to them, or unassigned) by e-mail.
     ticket_reply_email: bool = True
+    sla_email: bool = False  # SLA warnings and breaches of my tickets (or my team's) by e-mail too
 
 
 async def get(rt: Runtime, user_id: int) -> Preferences:
@@ -53,19 +56,22 @@ async def set_mine(
     export_ready_email: bool | None = None,
     reminder_email: bool | None = None,
     ticket_reply_email: bool | None = None,
+    sla_email: bool | None = None,
 ) -> Preferences:
     """Change the given choices of `user_id` (the caller); the others stay as they were."""
-    if export_ready_email is None and reminder_email is None and ticket_reply_email is None:
+    given = (export_ready_email, reminder_email, ticket_reply_email, sla_email)
+    if all(v is None for v in given):
         raise ValidationProblem("preferences", "give at least one choice to change")
     for name, value in (
         ("exportReadyEmail", export_ready_email),
         ("reminderEmail", reminder_email),
         ("ticketReplyEmail", ticket_reply_email),
+        ("slaEmail", sla_email),
     ):
         if value is not None and not isinstance(value, bool):
             raise ValidationProblem(name, "true or false")
     params = {"u": user_id, "export": export_ready_email, "reminder": reminder_email,
-              "replies": ticket_reply_email}  # fmt: skip
+              "replies": ticket_reply_email, "sla": sla_email}  # fmt: skip
     async with rt.engine.begin() as conn:
         row = (await conn.execute(_SET, params | {"now": rt.clock()})).one()
     return Preferences(**row._mapping)

@@ -28,7 +28,7 @@ from desk.ledger.delivery import send_reserved
 from desk.ledger.sends import Due
 from desk.people import access, audit
 from desk.reads.conversation import visible_message
-from desk.work import mail
+from desk.work import mail, sla_timers
 from desk.work.tasks import kick
 
 REOPENS = (TicketStatus.RESOLVED.value, TicketStatus.PENDING.value)
@@ -121,13 +121,16 @@ async def _post(
     # them, and their answers read once it is done: a reply without files is the read's round
     # trip and the commit's.
     written = await posting.write(conn, ctx, body=text, internal=internal, status=change, now=now)
+    planned = None
+    if ctx.sla and (not internal or change is not None):  # the revision moved: plan its clocks
+        planned = await sla_timers.replan(conn, ticket_id, now)
     found = await _files(conn, rt, member, written.message, files, staged)
     if found:
         await thread.set_attachment_count(conn, written.message.id, len(found))
     mailed = None
     if ctx.recipients:
         mailed = await _mail(conn, rt, ctx, written.message, len(found), now=now)
-    return _Sent(written, found, mailed)
+    return _Sent(written, found, mailed, planned)
 
 
 # The post inside the caller's own pipelined transaction (`rt.pg.transaction()`), for a write
@@ -143,9 +146,13 @@ class _Sent:
     written: posting.Written
     attachments: list[Attachment]
     mailed: Any  # the e-mails' statement (`ledger_mail.accept_message_emails`), or None
+    planned: sla_timers.Plan | None = None  # the ticket's SLA plan after the post
 
     async def posted(self) -> Posted:
         ticket, changes = await self.written.result()
+        if self.planned is not None:
+            ticket.sla_due_at = self.planned.due_at
+            ticket.sla_breached_at = ticket.sla_breached_at or self.planned.breached_at
         posted = Posted(self.written.message, ticket, self.attachments, changes)
         if self.mailed is not None:
             accepted = await ledger_mail.accepted(self.mailed)

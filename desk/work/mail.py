@@ -39,6 +39,7 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     "password_reset": ("link", "expires_at"),
     "export_ready": ("task_id", "team_name", "rows", "link", "expires_at"),
     "reminder": ("ticket_id", "ticket_title", "link"),
+    "sla_alert": ("ticket_id", "ticket_title", "target", "kind", "due_at", "link"),
     "ticket_message": (
         "ticket_id",
         "ticket_title",

@@ -1,8 +1,8 @@
-"""News that reaches people: what a finished task tells its people, in the transaction that
-finishes it — an in-app notification always, an e-mail to whoever asked for one
-(`notification_preference`, desk/people/preferences.py). Both commit with the task's end or
-not at all, so each piece of news is written exactly once however often the task is retried
-or rescued (docs/architecture.md, "E-mail")."""
+"""News that reaches people: what a finished task tells its people (an export, a reminder, an
+SLA warning or breach), in the transaction that finishes it — an in-app notification always,
+an e-mail to whoever asked for one (`notification_preference`, desk/people/preferences.py).
+Both commit with the task's end or not at all, so each piece of news is written exactly once
+however often the task is retried or rescued (docs/architecture.md, "E-mail")."""
 
 from __future__ import annotations
 
@@ -109,6 +109,55 @@ async def reminder_emails(
                     now=now,
                 )
             )
+    return [i for i in queued if i is not None]
+
+
+@dataclass(frozen=True)
+class SlaAlert:
+    """One fired SLA warning or breach (desk/work/sla_firing.py)."""
+
+    team_id: int
+    ticket_id: int
+    ticket_title: str
+    target: str  # the target's English name ("first response")
+    kind: str  # warning | breach
+    due_at: datetime
+
+
+_SLA_WANTING = sa.text(
+    "SELECT u.id, u.email, u.locale, u.timezone FROM app_user u "
+    "JOIN notification_preference p ON p.user_id = u.id AND p.sla_email "
+    "WHERE u.id = ANY(:ids) ORDER BY u.id"
+)
+
+
+async def sla_emails(
+    conn: AsyncConnection, alert: SlaAlert, recipients: tuple[int, ...], *, now: datetime
+) -> list[int]:
+    """An e-mail to each notified person who asked for SLA alerts by e-mail (`sla_email`), in
+    the transaction that fires the alert; the EMAIL task ids."""
+    if not recipients:
+        return []
+    wanting = (await conn.execute(_SLA_WANTING, {"ids": list(recipients)})).all()
+    params: dict[str, object] = {
+        "ticket_id": alert.ticket_id, "ticket_title": alert.ticket_title[:500],
+        "target": alert.target, "kind": alert.kind, "due_at": alert.due_at,
+        "link": f"/tickets/{alert.ticket_id}",
+    }  # fmt: skip
+    queued = [
+        await _queue(
+            conn,
+            to=user.email,
+            template="sla_alert",
+            params=params,
+            locale=user.locale,
+            timezone=user.timezone,
+            team_id=alert.team_id,
+            user_id=user.id,
+            now=now,
+        )
+        for user in wanting
+    ]
     return [i for i in queued if i is not None]
 
 

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from jobs.execution import Processor
-from jobs.processors import email, export, imports, mailbox, noop, reminder, time_rule
+from jobs.processors import (
+    email,
+    export,
+    imports,
+    mailbox,
+    noop,
+    reminder,
+    sla_timer,
+    time_rule,
+)
 
 
 def registry() -> dict[str, Processor]:
@@ -16,4 +25,5 @@ def registry() -> dict[str, Processor]:
         "MAIL_FETCH": mailbox.process_fetch,
         "MAIL_PARSE": mailbox.process_parse,
         "TIME_RULE": time_rule.process,
+        "SLA_TIMER": sla_timer.process,
     }

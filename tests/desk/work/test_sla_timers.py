@@ -1,0 +1,108 @@
+"""A ticket's SLA timers on the ledger (docs/architecture.md, "Business hours"): planned in the
+transaction of each change with the right instants, superseded by a reply or a priority change,
+none for a team without a policy (and no statement more on its posts), a DST week and a
+holiday through the whole replan."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from desk.core.runtime import Runtime
+from desk.helpdesk import sla_store, tickets
+from desk.work import conversation
+from tests.counting import counting
+from tests.factories import World
+
+ALWAYS = {"zone": "UTC", "hours": {d: ["00:00-24:00"] for d in
+          ("mon", "tue", "wed", "thu", "fri", "sat", "sun")}}  # fmt: skip
+TARGETS = {
+    "first_response": {"URGENT": 3600, "NORMAL": 14400},
+    "resolution": {"URGENT": 86400, "NORMAL": 432000},
+}
+
+
+async def policy(rt: Runtime, world: World, calendar: Any = None, **targets: Any) -> None:
+    await sla_store.set_team_policy(
+        rt, world.admin, world.team, calendar=calendar or ALWAYS,
+        targets=targets or TARGETS, warn_share=0.75,
+    )  # fmt: skip
+
+
+async def timers(rt: Runtime, ticket: int, status: str = "WAITING") -> list[Any]:
+    async with rt.engine.connect() as conn:
+        found = await conn.execute(
+            sa.text(
+                "SELECT scope_key, run_at, filters, status, result_skipped, summary_key "
+                "FROM background_task WHERE kind = 'SLA_TIMER' AND ticket_id = :t "
+                "AND status = :s ORDER BY run_at, scope_key"
+            ),
+            {"t": ticket, "s": status},
+        )
+        return list(found.all())
+
+
+async def test_a_new_ticket_queues_its_warnings_and_breaches(rt: Runtime, world: World) -> None:
+    await policy(rt, world)
+    now = rt.clock()
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "help", "URGENT")
+    t = made.id or 0
+    assert made.sla_due_at == now + timedelta(hours=1)
+    planned = [(r.scope_key, r.run_at) for r in await timers(rt, t)]
+    assert planned == [
+        (f"sla:{t}:first_response:warning:0", now + timedelta(minutes=45)),
+        (f"sla:{t}:first_response:breach:0", now + timedelta(hours=1)),
+        (f"sla:{t}:resolution:warning:0", now + timedelta(hours=18)),
+        (f"sla:{t}:resolution:breach:0", now + timedelta(hours=24)),
+    ]
+
+
+async def test_a_staff_reply_supersedes_the_first_response_timers(
+    rt: Runtime, world: World
+) -> None:
+    await policy(rt, world)
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "help", "URGENT")
+    t = made.id or 0
+    rt.clock.advance(600)  # type: ignore[attr-defined]
+    posted = await conversation.post_message(rt, world.staff, t, "On it.")
+    left = [r.scope_key for r in await timers(rt, t)]
+    assert left == [f"sla:{t}:resolution:warning:1", f"sla:{t}:resolution:breach:1"]
+    ended = await timers(rt, t, "COMPLETED")
+    assert len(ended) == 4 and all(r.result_skipped for r in ended)
+    assert {r.summary_key for r in ended} == {"sla_timer.skipped.superseded"}
+    assert posted.ticket.sla_due_at == made.created_at + timedelta(hours=24)
+
+
+async def test_a_priority_change_plans_again(rt: Runtime, world: World) -> None:
+    await policy(rt, world)
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Slow", "x", "NORMAL")
+    t = made.id or 0
+    changed = await tickets.update_ticket(rt, world.staff, t, priority="URGENT")
+    assert changed.sla_due_at == made.created_at + timedelta(hours=1)
+    runs = [r.run_at - made.created_at for r in await timers(rt, t)]
+    assert runs == [timedelta(minutes=45), timedelta(hours=1), timedelta(hours=18),
+                    timedelta(hours=24)]  # fmt: skip
+    assert all(r.filters["revision"] == 1 for r in await timers(rt, t))
+
+
+async def test_a_team_without_policy_plans_nothing_and_posts_cost_nothing_more(
+    rt: Runtime, world: World
+) -> None:
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Hi", "x", "URGENT")
+    t = made.id or 0
+    assert made.sla_due_at is None and await timers(rt, t) == []
+    with counting(rt.pg) as seen:
+        await conversation.post_message(rt, world.staff, t, "Hello")
+    without = len(seen)
+    await policy(rt, world)
+    made2 = await tickets.create_ticket(rt, world.customer, world.team, "Hi", "x", "URGENT")
+    with counting(rt.pg) as seen:
+        await conversation.post_message(rt, world.staff, made2.id or 0, "Hello")
+    assert len(seen) > without  # the same post plans the clocks where there is a policy
+    await sla_store.clear_team_policy(rt, world.admin, world.team)
+    made3 = await tickets.create_ticket(rt, world.customer, world.team, "Hi", "x", "URGENT")
+    with counting(rt.pg) as seen:
+        await conversation.post_message(rt, world.staff, made3.id or 0, "Hello")
+    assert len(seen) == without
