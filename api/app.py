@@ -42,7 +42,13 @@ def _mount_rest(app: FastAPI, settings: Settings) -> None:
 
     app.include_router(rest.router)
     app.include_router(rest_messages.router)
+    from api import rest_tickets
+
+    app.include_router(rest_tickets.router)  # tickets, with their SLA for staff
     app.include_router(rest_mailboxes.router)  # the team's mailboxes (admins)
+    from api import rest_clocks
+
+    app.include_router(rest_clocks.router)  # the team's SLA policy and time rules
 
 
 def _mount_graphql(app: FastAPI, settings: Settings) -> None:
