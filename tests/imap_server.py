@@ -5,6 +5,7 @@ put in by IMAP APPEND, as any other client would."""
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import grp
 import imaplib
@@ -13,7 +14,18 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from ipaddress import IPv4Address
 from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.helpers import wait_until
 
@@ -26,8 +38,8 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
+ssl = {ssl}
+{ssl_files}disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = {user}
 default_internal_group = {group}
@@ -48,7 +60,8 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {tls_port}
   }}
 }}
 service stats {{
@@ -72,11 +85,53 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _certificates(root: Path) -> None:
+    """ca.pem (a private CA) and cert.pem/key.pem (127.0.0.1's certificate, signed by it)."""
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "taskdesk test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                       critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(IPv4Address("127.0.0.1")), x509.DNSName("localhost")]), False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                       False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    pem = serialization.Encoding.PEM
+    (root / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (root / "cert.pem").write_bytes(leaf.public_bytes(pem))
+    (root / "key.pem").write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+
 class ImapServer:
-    def __init__(self, root: Path) -> None:
+    """`tls=True` adds an IMAPS listener on `tls_port` with a certificate for 127.0.0.1 signed
+    by a private CA of its own (`ca_file`, trusted by nobody until given as MAIL_CA_FILE)."""
+
+    def __init__(self, root: Path, *, tls: bool = False) -> None:
         self.root = root
         self.port = _free_port()
         self.host = "127.0.0.1"
+        self.tls_port = _free_port() if tls else 0
+        self.ca_file = str(root / "ca.pem") if tls else ""
         for d in ("run", "state", "mail", "home"):
             (root / d).mkdir(parents=True, exist_ok=True)
         me = pwd.getpwuid(os.getuid())
@@ -86,9 +141,14 @@ class ImapServer:
         for d in ("mail", "home"):
             os.chown(root / d, owner.pw_uid, owner.pw_gid)
         (root / "passwd").write_text(f"{USER}:{{PLAIN}}{PASSWORD}::::::\n")
+        ssl_files = ""
+        if tls:
+            _certificates(root)
+            ssl_files = f"ssl_cert = <{root}/cert.pem\nssl_key = <{root}/key.pem\n"
         (root / "dovecot.conf").write_text(
             CONFIG.format(
-                root=root, port=self.port, uid=owner.pw_uid, gid=owner.pw_gid,
+                root=root, port=self.port, tls_port=self.tls_port, ssl="yes" if tls else "no",
+                ssl_files=ssl_files, uid=owner.pw_uid, gid=owner.pw_gid,
                 user=getpass.getuser(), group=grp.getgrgid(os.getgid()).gr_name, login_user=login,
             )
         )  # fmt: skip
@@ -151,3 +211,100 @@ class ImapServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextlib.contextmanager
+def running(*, tls: bool = False) -> Iterator[ImapServer]:
+    """A Dovecot for one test, removed afterwards. Not under pytest's tmp_path: as root,
+    Dovecot's mail process (its own user) must reach the folder."""
+    root = Path(tempfile.mkdtemp(prefix="taskdesk-imap-"))
+    server = ImapServer(root, tls=tls)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class Proxy:
+    """A TCP proxy in front of a server, on threads of its own (it keeps serving while the test
+    blocks): the server's bytes can be slowed (`rate`, bytes per second) and a connection cut
+    after so many of them (`cuts`, one budget per new connection, in order; none left: not
+    cut) — the server dropping the connection mid-fetch. `connections` counts what it accepted."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.target = (host, port)
+        self.host = "127.0.0.1"
+        self.rate: float | None = None
+        self.cuts: list[int] = []
+        self.connections = 0
+        self.cut = 0  # connections it cut
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._server = socket.create_server((self.host, 0))
+        self.port = int(self._server.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self.connections += 1
+                budget = self.cuts.pop(0) if self.cuts else None
+                self._open |= {client, upstream}
+            threading.Thread(
+                target=self._pump, args=(client, upstream, None, False), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(upstream, client, budget, True), daemon=True
+            ).start()
+
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, budget: int | None, served: bool
+    ) -> None:
+        try:
+            while True:
+                data = src.recv(4096 if self.rate is None else 512)
+                if not data:
+                    break
+                if budget is not None and len(data) >= budget:
+                    dst.sendall(data[:budget])
+                    with self._lock:
+                        self.cut += 1
+                    break
+                if budget is not None:
+                    budget -= len(data)
+                if served and self.rate is not None:
+                    time.sleep(len(data) / self.rate)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._hang_up(src, dst)
+
+    def _hang_up(self, *socks: socket.socket) -> None:
+        for s in socks:
+            with self._lock:
+                self._open.discard(s)
+            for close in (lambda s=s: s.shutdown(socket.SHUT_RDWR), s.close):
+                with contextlib.suppress(OSError):
+                    close()
+
+    def drop_all(self) -> None:
+        """Every open connection closed at once, as a restarting server closes them."""
+        with self._lock:
+            socks = list(self._open)
+        self._hang_up(*socks)
+
+    def close(self) -> None:
+        self._server.close()
+        self.drop_all()

@@ -297,4 +297,4 @@ async def test_mailbox(
     target = mailbox_check.Target(
         values["host"], values["port"], values["use_tls"], values["username"], values["folder"]
     )
-    return await mailbox_check.check(target, password)
+    return await mailbox_check.check(target, password, ca_file=rt.settings.mail_ca_file)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import aioimaplib
 
+from desk.work.imap import tls_context
+
 TIMEOUT = 8.0  # seconds for the whole check: a person is waiting for the answer
 
 # The step that failed, as a stable key (faces translate it) with its English sentence.
@@ -49,10 +51,10 @@ def _said(response: aioimaplib.Response) -> str:
     return text[:200]
 
 
-async def _connect(t: Target) -> aioimaplib.IMAP4:
-    if t.use_tls:
+async def _connect(t: Target, ca_file: str) -> aioimaplib.IMAP4:
+    if t.use_tls:  # verified as a fetch verifies it: the system's CAs and MAIL_CA_FILE's
         imap: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-            t.host, t.port, timeout=TIMEOUT, ssl_context=ssl.create_default_context()
+            t.host, t.port, timeout=TIMEOUT, ssl_context=tls_context(ca_file)
         )
     else:
         imap = aioimaplib.IMAP4(t.host, t.port, timeout=TIMEOUT)
@@ -60,10 +62,10 @@ async def _connect(t: Target) -> aioimaplib.IMAP4:
     return imap
 
 
-async def _steps(t: Target, password: str) -> CheckResult:
+async def _steps(t: Target, password: str, ca_file: str) -> CheckResult:
     where = f"{t.host}:{t.port}"
     try:
-        imap = await _connect(t)
+        imap = await _connect(t, ca_file)
     except socket.gaierror:
         return CheckResult(False, DNS, f"the name {t.host} could not be resolved (DNS)")
     except ConnectionRefusedError:
@@ -90,11 +92,13 @@ async def _steps(t: Target, password: str) -> CheckResult:
             await asyncio.wait_for(imap.logout(), 2.0)
 
 
-async def check(t: Target, password: str, *, seconds: float = TIMEOUT) -> CheckResult:
-    """Where a connection to the mailbox fails, or that it works."""
+async def check(
+    t: Target, password: str, *, seconds: float = TIMEOUT, ca_file: str = ""
+) -> CheckResult:
+    """Where a connection to the mailbox fails, or that it works (`ca_file`: MAIL_CA_FILE)."""
     try:
         async with asyncio.timeout(seconds):
-            return await _steps(t, password)
+            return await _steps(t, password, ca_file)
     except (TimeoutError, aioimaplib.CommandTimeout):
         return CheckResult(
             False, TIMEOUT_STEP, f"{t.host}:{t.port} did not answer within {seconds:g} s"
