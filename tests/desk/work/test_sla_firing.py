@@ -8,15 +8,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
+from desk.core.clock import utcnow
 from desk.core.runtime import Runtime
 from desk.helpdesk import sla_store, tickets
 from desk.people import preferences
-from desk.work import sla_replans
+from desk.work import conversation, sla_replans
 from tests.desk.work.test_sla_timers import ALWAYS, policy, timers
 from tests.factories import World
-from tests.helpers import run_task
+from tests.helpers import run_task, running_workers, wait_for
 
 
 async def _q(rt: Runtime, sql: str, **params: Any) -> list[Any]:
@@ -74,8 +76,6 @@ async def test_warning_then_breach_fire_once_each(rt: Runtime, world: World) -> 
     # A customer's second message moves the revision, not the due time: nothing fires again.
     await tickets.update_ticket(rt, world.staff, t, priority="URGENT")
     before = len(await _q(rt, "SELECT id FROM ticket_clock_alert"))
-    from desk.work import conversation
-
     await conversation.post_message(rt, world.customer, t, "Anyone?")
     again = [r.scope_key for r in await timers(rt, t) if "first_response" in r.scope_key]
     assert again == []  # the fired breach is not planned again
@@ -148,3 +148,34 @@ async def test_a_team_replan_runs_in_bounded_chained_tasks(
     left = await _q(rt, "SELECT scope_key FROM background_task WHERE kind = 'SLA_TIMER' "
                     "AND status = 'WAITING' AND scope_key LIKE '%first_response%'")  # fmt: skip
     assert left == []
+
+
+@pytest.mark.slow  # starts a real worker process
+async def test_a_real_worker_fires_a_breach_on_time(
+    rt: Runtime, world: World, tmp_path: Any, settings: Any
+) -> None:
+    """A one-minute target on a ticket opened 59 s ago: the worker's own dispatcher and
+    processor fire its warning at once and its breach a second later, once each."""
+    opened = utcnow() - timedelta(seconds=59)
+    rt.clock = lambda: opened  # type: ignore[assignment]
+    await policy(rt, world, first_response={"URGENT": 60})
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "x", "URGENT")
+    t = made.id or 0
+    rt.clock = utcnow  # type: ignore[assignment]
+    breach = await _task(rt, t, "first_response:breach")
+    with running_workers(settings, tmp_path):
+
+        async def fired() -> Any:
+            row = await _ended(rt, breach)
+            return row if row.status == "COMPLETED" else None
+
+        ended = await wait_for(fired, timeout=30, what="the breach fired")
+    assert ended.summary_key == "sla_timer.breached"
+    [(late,)] = await _q(rt, "SELECT extract(epoch FROM finished_at - run_at) FROM "
+                         "background_task WHERE id = :i", i=breach)  # fmt: skip
+    assert late < 10  # to the second on an idle machine; bounded here for shared CI
+    alerts = await _q(rt, "SELECT kind FROM ticket_clock_alert WHERE ticket_id = :t "
+                      "ORDER BY id", t=t)  # fmt: skip
+    assert [a.kind for a in alerts] == ["warning", "breach"]
+    [(breached_at,)] = await _q(rt, "SELECT sla_breached_at FROM ticket WHERE id = :t", t=t)
+    assert breached_at == made.created_at + timedelta(seconds=60)

@@ -5,7 +5,7 @@ holiday through the whole replan."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -106,3 +106,49 @@ async def test_a_team_without_policy_plans_nothing_and_posts_cost_nothing_more(
     with counting(rt.pg) as seen:
         await conversation.post_message(rt, world.staff, made3.id or 0, "Hello")
     assert len(seen) == without
+
+
+async def test_pending_pauses_the_clock_and_reopening_plans_it_again(
+    rt: Runtime, world: World
+) -> None:
+    await policy(rt, world)
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "x", "URGENT")
+    t = made.id or 0
+    rt.clock.advance(600)  # type: ignore[attr-defined]
+    paused = await conversation.post_message(rt, world.staff, t, "Which one?",
+                                             set_status="PENDING")  # fmt: skip
+    assert paused.ticket.sla_due_at is None and await timers(rt, t) == []
+    rt.clock.advance(3000)  # type: ignore[attr-defined]  # 50 minutes pending in all
+    back = await conversation.post_message(rt, world.customer, t, "The big one.")
+    assert back.ticket.status == "OPEN"
+    due = made.created_at + timedelta(hours=24, minutes=50)
+    assert back.ticket.sla_due_at == due
+    runs = [(r.scope_key.split(":")[2:4], r.run_at) for r in await timers(rt, t)]
+    assert runs == [(["resolution", "warning"], made.created_at + timedelta(hours=18, minutes=50)),
+                    (["resolution", "breach"], due)]  # fmt: skip
+    # A status change alone (no post) replans too: resolved, nothing is left waiting.
+    await tickets.update_ticket(rt, world.staff, t, status="RESOLVED")
+    assert await timers(rt, t) == []
+
+
+async def test_a_dst_week_and_a_holiday_through_the_replan(rt: Runtime, world: World) -> None:
+    """Berlin, weekdays 09:00-17:00; clocks go back on Sunday 25 Oct 2026, Monday 26 is a
+    holiday. Opened Friday 16:00 CEST with 4 business hours: 1 h on Friday, the rest from
+    Tuesday 09:00 CET (08:00 UTC, no longer 07:00)."""
+    week = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
+    berlin = {"zone": "Europe/Berlin", "hours": week, "holidays": ["2026-10-26"]}
+    await policy(rt, world, berlin, first_response={"URGENT": 4 * 3600})
+    rt.clock.now = datetime(2026, 10, 23, 14, 0, tzinfo=UTC)  # type: ignore[attr-defined]
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "x", "URGENT")
+    t = made.id or 0
+    due = datetime(2026, 10, 27, 11, 0, tzinfo=UTC)  # Tuesday 12:00 CET
+    assert made.sla_due_at == due
+    runs = [(r.scope_key.split(":")[3], r.run_at) for r in await timers(rt, t)]
+    assert runs == [("warning", datetime(2026, 10, 27, 10, 0, tzinfo=UTC)), ("breach", due)]
+    # Pending from Friday 16:30 CEST (30 minutes used) to Tuesday 10:00 CET: 3.5 hours left.
+    rt.clock.now = datetime(2026, 10, 23, 14, 30, tzinfo=UTC)  # type: ignore[attr-defined]
+    await tickets.update_ticket(rt, world.staff, t, status="PENDING")
+    assert await timers(rt, t) == []
+    rt.clock.now = datetime(2026, 10, 27, 9, 0, tzinfo=UTC)  # type: ignore[attr-defined]
+    reopened = await tickets.update_ticket(rt, world.staff, t, status="OPEN")
+    assert reopened.sla_due_at == datetime(2026, 10, 27, 12, 30, tzinfo=UTC)  # 13:30 CET
