@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
+from api.app import create_app
 from desk.core.errors import ValidationProblem
 from desk.core.runtime import Runtime
 from desk.core.settings import Env, Settings
@@ -19,6 +21,8 @@ from desk.work import conversation, dev_inbound, mail_sink, mailbox_admin, mailb
 from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
+from tests.sessions import signed_in
+from web.auth import SESSION_COOKIE
 
 HTML = {"Accept": "text/html"}
 
@@ -146,7 +150,26 @@ async def test_a_ticket_of_another_team_is_refused_by_name(
     assert await _q(rt, "SELECT id FROM inbound_mail") == []
 
 
-async def test_outside_dev_every_route_is_an_unknown_address(
+@pytest.mark.parametrize("env", [Env.TEST, Env.PROD])
+async def test_outside_dev_the_routes_do_not_exist(
+    settings: Settings, world: World, env: Env
+) -> None:
+    other = settings.model_copy(update={"taskdesk_env": env, "secret_key": "x" * 32})
+    app = create_app(other)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            cookie, csrf = signed_in(other, world.admin)
+            client.cookies.set(SESSION_COOKIE, cookie)
+            for r in (
+                await client.get("/dev/send", headers=HTML),
+                await client.get("/dev/send/1", headers=HTML),
+                await client.post("/dev/send", data={"csrf_token": csrf}, headers=HTML),
+            ):
+                assert r.status_code == 404
+
+
+async def test_the_guard_answers_404_when_the_env_is_not_dev(
     app: Any, page_as: Any, world: World
 ) -> None:
     app.state.runtime.settings = app.state.runtime.settings.model_copy(
