@@ -44,6 +44,7 @@ def registry() -> dict[str, Bench]:
         b_http,
         b_import,
         b_inbound,
+        b_sla,
         b_subscribe,
     )
 
@@ -74,6 +75,7 @@ def registry() -> dict[str, Bench]:
         "conversation-live": b_conversation.live,
         "inbound": b_inbound.inbound,
         "fetch-lag": b_inbound.fetch_lag,
+        "sla-timers": b_sla.sla_timers_row,
     }
 
 
