@@ -1,17 +1,25 @@
 """A ticket's SLA on GraphQL: the `SlaState` enum and who reads it. `Ticket.slaDueAt`,
 `slaBreachedAt` and `slaState` (schema/types.py) answer staff and admins of the ticket's team;
 a customer gets null, as a helpdesk's end users see no SLA (docs/architecture.md, "Business
-hours"). The state is read at the request's clock (desk/helpdesk/sla_state.py)."""
+hours"). The state is read at the request's clock (desk/helpdesk/sla_state.py); so are
+`Ticket.slaClocks`, each target's clock worked out again from the ticket's facts and its team's
+policy (desk/work/sla_timers.py `ticket_clocks`: one read per ticket asked)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 
+from desk.helpdesk.sla import Clock
 from desk.helpdesk.sla_state import SlaState, state_of
+from desk.work import sla_timers
 from schema.context import ctx_of
+
+if TYPE_CHECKING:
+    from schema.sla import SlaTarget
 
 strawberry.enum(
     SlaState,
@@ -40,3 +48,44 @@ async def state(
     if not await staff_sees(info, team_id):
         return None
     return state_of(due_at, breached_at, ctx_of(info).now())
+
+
+@strawberry.enum(description="Where one SLA target's clock stands.")
+class SlaClockState(Enum):
+    RUNNING = "running"
+    PAUSED = "paused"  # the ticket waits on its customer (PENDING)
+    MET = "met"
+    BREACHED = "breached"
+
+
+@strawberry.type(description="One SLA target of a ticket, at the request's time.")
+class SlaClock:
+    # schema.sla builds on schema.problems, which builds on the ticket types: a lazy reference.
+    target: Annotated[SlaTarget, strawberry.lazy("schema.sla")]
+    state: SlaClockState
+    started_at: datetime
+    due_at: datetime | None = strawberry.field(description="Null while paused.")
+    warn_at: datetime | None = strawberry.field(description="When the warning is due.")
+    remaining_seconds: float = strawberry.field(
+        description="Business time left, in seconds (negative once breached)."
+    )
+
+    @classmethod
+    def of(cls, c: Clock) -> SlaClock:
+        from schema.sla import SlaTarget
+
+        return cls(
+            target=SlaTarget(c.target), state=SlaClockState(c.state), started_at=c.started_at,
+            due_at=c.due_at, warn_at=c.warn_at, remaining_seconds=c.left,
+        )  # fmt: skip
+
+
+async def clocks_of(info: strawberry.Info, ticket_id: int, team_id: int) -> list[SlaClock] | None:
+    """The ticket's clocks (staff), empty when its team has no policy; None for customers."""
+    if not await staff_sees(info, team_id):
+        return None
+    ctx = ctx_of(info)
+    async with ctx.slot():
+        row = await sla_timers.read(ctx.rt.pg, ticket_id)
+    found = sla_timers.ticket_clocks(row, ctx.now()) if row is not None else None
+    return [SlaClock.of(c) for c in found[0]] if found else []

@@ -89,6 +89,14 @@ class Ticket:
     async def sla_state(self, info: strawberry.Info) -> SlaState | None:
         return await ticket_sla.state(info, self.team_id, self.due_at, self.breached_at)
 
+    @strawberry.field(
+        description="Each SLA target's clock now: target, state, due and warning instants, "
+        "business time left. Empty when the team has no policy. Staff and admins; null for "
+        "customers. One read per ticket: ask it of a ticket, not of a long list."
+    )
+    async def sla_clocks(self, info: strawberry.Info) -> list[ticket_sla.SlaClock] | None:
+        return await ticket_sla.clocks_of(info, int(self.id), self.team_id)
+
     @strawberry.field
     async def team(self, info: strawberry.Info) -> Team | None:
         view = await ctx_of(info).loaders.teams.load(self.team_id)

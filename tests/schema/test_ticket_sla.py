@@ -106,3 +106,46 @@ async def test_an_unknown_sla_value_is_a_graphql_error(api, world) -> None:
     body = await api(LIST, {"t": world.team, "f": {"sla": "LATE"}}, user=world.staff)
     assert body.get("errors"), body
     assert not (body.get("data") or {}).get("tickets")
+
+
+CLOCKS = (
+    "query($id: ID!) { ticket(id: $id) { slaClocks { target state startedAt dueAt warnAt "
+    "remainingSeconds } } }"
+)
+SET_POLICY = (
+    "mutation($t: ID!, $i: SlaPolicyInput!) { r: setSlaPolicy(teamId: $t, input: $i) { "
+    "__typename } }"
+)
+ALL_WEEK = [
+    {"day": d, "spans": ["00:00-24:00"]} for d in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
+]
+
+
+async def test_sla_clocks(api, rt, world, clock) -> None:
+    printer = world.tickets["printer"]  # URGENT, customer2's
+    got = (await api(CLOCKS, {"id": printer}, user=world.staff))["data"]["ticket"]
+    assert got["slaClocks"] == []  # no policy yet
+    policy = {
+        "zone": "UTC", "hours": ALL_WEEK, "warnShare": 0.5,
+        "targets": [{"target": "FIRST_RESPONSE", "priority": "URGENT", "minutes": 60}],
+    }  # fmt: skip
+    made = await api(SET_POLICY, {"t": world.team, "i": policy}, user=world.admin)
+    assert made["data"]["r"]["__typename"] == "SlaPolicy", made
+    async with rt.engine.connect() as conn:
+        created = (
+            await conn.execute(
+                sa.text("SELECT created_at FROM ticket WHERE id = :i"), {"i": printer}
+            )
+        ).scalar_one()
+    got = (await api(CLOCKS, {"id": printer}, user=world.staff))["data"]["ticket"]["slaClocks"]
+    assert len(got) == 1 and got[0]["target"] == "FIRST_RESPONSE"
+    assert got[0]["state"] == "RUNNING"
+    assert datetime.fromisoformat(got[0]["dueAt"]) == created + timedelta(minutes=60)
+    assert datetime.fromisoformat(got[0]["warnAt"]) == created + timedelta(minutes=30)
+    left = (created + timedelta(minutes=60) - clock()).total_seconds()
+    assert got[0]["remainingSeconds"] == pytest.approx(left, abs=1)
+    clock.advance(2 * 3600)  # at the request's clock
+    late = (await api(CLOCKS, {"id": printer}, user=world.admin))["data"]["ticket"]["slaClocks"]
+    assert late[0]["state"] == "BREACHED" and late[0]["remainingSeconds"] < 0
+    mine = await api(CLOCKS, {"id": printer}, user=world.customer2)
+    assert mine["data"]["ticket"] == {"slaClocks": None}  # customers: null
