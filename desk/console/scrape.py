@@ -1,5 +1,6 @@
 """The web's /metrics scrape: this process's counters (desk.core.metrics), then gauges of the
-ledger's active rows, the lanes and Redis (live workers, queue depth), read at scrape time.
+ledger's active rows, the lanes, Redis (live workers, queue depth) and the mailboxes' fetch lag
+(desk.console.mailboxes), read at scrape time.
 
 A scrape never scans the ledger: finished work is counted by the counters; only active rows are
 counted, through the partial indexes on active status.
@@ -17,6 +18,7 @@ from prometheus_client import generate_latest as _generate
 from redis.exceptions import RedisError
 
 from desk.console import health
+from desk.console import mailboxes as console_mailboxes
 from desk.core.metrics import generate_latest, seconds_between
 from desk.core.models import ACTIVE_STATUSES
 from desk.ledger import lanes
@@ -30,12 +32,16 @@ ACTIVE_SQL = (
 )
 
 
-async def _active(rt: Any, now: datetime) -> tuple[list[Any], set[str]]:
-    """Active rows by kind and status, and the paused lanes (a table of one row per lane)."""
+async def _active(
+    rt: Any, now: datetime
+) -> tuple[list[Any], set[str], list[console_mailboxes.Lag]]:
+    """Active rows by kind and status, the paused lanes (a table of one row per lane), and the
+    enabled mailboxes' lags (one statement; its rows follow the mailboxes, not the mail)."""
 
     async with rt.engine.connect() as conn:
         rows = list(await conn.execute(sa.text(ACTIVE_SQL), {"now": now}))
-        return rows, await lanes.paused_lanes(conn)
+        paused = await lanes.paused_lanes(conn)
+        return rows, paused, await console_mailboxes.lags(conn, now)
 
 
 async def _redis_view(rt: Any) -> tuple[int, int] | None:
@@ -54,9 +60,10 @@ async def scrape(rt: Any) -> bytes:
     One SQL statement over active rows only (its cost follows the work in flight, not the
     ledger's size), run while Redis is asked for the workers and the queue depth."""
     now = rt.clock()
-    (rows, paused), seen = await asyncio.gather(_active(rt, now), _redis_view(rt))
+    (rows, paused, lags), seen = await asyncio.gather(_active(rt, now), _redis_view(rt))
     registry = CollectorRegistry()
     _lane_gauges(registry, rt.settings, rows, paused)
+    _mailbox_gauges(registry, rt.settings, lags)
     active = Gauge(
         "taskdesk_tasks_active", "WAITING and RUNNING tasks", ["kind", "status"], registry=registry
     )
@@ -108,3 +115,23 @@ def _lane_gauges(
             by_lane.labels(name, status).set(0)
     for r in rows:
         by_lane.labels(lanes.lane_of(r.kind), r.status).inc(r.n)
+
+
+def _mailbox_gauges(
+    registry: CollectorRegistry, settings: Any, lags: list[console_mailboxes.Lag]
+) -> None:
+    """Per enabled mailbox, seconds since its last good fetch; labelled by ids, not names or
+    addresses, so the series are one per mailbox and say nothing of whose mail it is."""
+    lag = Gauge(
+        "taskdesk_mailbox_fetch_lag_seconds",
+        "Seconds since the mailbox's last good fetch (since its creation before the first)",
+        ["team", "mailbox"],
+        registry=registry,
+    )
+    for one in lags:
+        lag.labels(str(one.team_id), str(one.mailbox_id)).set(one.seconds)
+    Gauge(
+        "taskdesk_mailboxes_stale",
+        "Enabled mailboxes not fetched for MAILBOX_STALE_MINUTES",
+        registry=registry,
+    ).set(console_mailboxes.stale_count(lags, settings.mailbox_stale_minutes))

@@ -22,9 +22,11 @@ from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
 from tests.sessions import signed_in
+from ui import i18n
 from web.auth import SESSION_COOKIE
 
 HTML = {"Accept": "text/html"}
+ZH = i18n.catalog("zh_Hans")
 
 
 @pytest.fixture
@@ -182,3 +184,18 @@ async def test_the_guard_answers_404_when_the_env_is_not_dev(
         await page.post("/dev/send", data={"csrf_token": page.csrf, "team": "1"}, headers=HTML),
     ):
         assert r.status_code == 404
+
+
+async def test_the_send_pages_render_fully_in_chinese(
+    rt: Runtime, world: World, page_as: Any
+) -> None:
+    async with rt.engine.begin() as conn:
+        await conn.execute(sa.text("UPDATE app_user SET locale = 'zh-CN'"))
+    ZH.missing.clear()
+    page = await page_as(world.admin)
+    r = await page.get("/dev/send", headers=HTML)
+    assert r.status_code == 200 and "以客户身份发信" in r.text
+    where = await _send(page, team=world.team, subject="你好", body="打印机坏了")
+    r = await page.get(where, headers=HTML)
+    assert "正在等待工作进程读取" in r.text
+    assert ZH.missing == set()

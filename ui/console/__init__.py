@@ -1,5 +1,5 @@
 """The operators' console under /ops: overview, tasks, a task's story, failures by error,
-workers, lanes, the audit trail and (operators only) teams. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
+workers, lanes, mailboxes, the audit trail and (operators only) teams. `mount(app)` adds its routes (api/app.py MOUNTS calls it).
 
 Who sees it is decided once per request by `ui.console.route.ConsoleRoute`: operators see every team,
 a team admin their own teams; anyone else gets the unknown-address 404. Live blocks follow the
@@ -15,6 +15,7 @@ def mount(app: FastAPI) -> None:
     from ui.console import (
         failures_routes,
         live,
+        mailboxes_routes,
         overview_routes,
         schedules_routes,
         tasks_routes,
@@ -26,6 +27,7 @@ def mount(app: FastAPI) -> None:
         overview_routes,
         tasks_routes,
         failures_routes,
+        mailboxes_routes,
         workers_routes,
         schedules_routes,
         teams_routes,
