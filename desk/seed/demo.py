@@ -2,9 +2,13 @@
 
 The demo is two teams with known people and passwords: "Acme Support" (admin Zhou, staff Chen,
 customers Lin and Wang, ~200 tickets) and "Globex" (~30 tickets) to prove isolation; the tickets
-have conversations (desk/seed/threads.py). Every row
-the demo writes has a natural key (team name, e-mail, membership, ticket `external_id`) and is
-inserted with ON CONFLICT DO NOTHING, so running it again changes nothing.
+have conversations (desk/seed/threads.py). Acme has an SLA policy (Mon-Fri 09:00-17:00 in
+Asia/Shanghai, an urgent ticket answered within an hour) and time rules (resolved → closed after
+7 days, pending → the customer reminded after 3, then resolved 4 days later), written through
+sla_store and rule_sql as an admin's save would; the scheduler's pass starts the rules' runs.
+Every row the demo writes has a natural key (team name, e-mail, membership, ticket
+`external_id`, the team of a policy or rules) and is written only when missing, so running it
+again changes nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from desk.core.errors import NotFound
 from desk.core.models import Priority, Role, TicketStatus
 from desk.core.runtime import Runtime
 from desk.people.passwords import hash_password
-from desk.seed import threads
+from desk.seed import clocks, threads
 from desk.seed.words import make_body, make_title
 
 DEMO_PASSWORD = "taskdesk-demo"
@@ -96,6 +100,7 @@ class SeedReport:
     memberships: int
     tickets: int
     messages: int = 0
+    clocks: int = 0  # SLA policies and time rules written
 
 
 def _pick(rng: random.Random, weights: dict[Any, int]) -> Any:
@@ -172,6 +177,7 @@ def demo_tickets(
 ) -> list[dict[str, Any]]:
     """The team's demo tickets, the same on every run (fixed seed; times relative to `now`)."""
     rng = random.Random(f"{SEED}:{plan.slug}")
+    since_rng = random.Random(f"{SEED}:{plan.slug}:since")  # its own: the rest stays as it was
     out = []
     for i in range(1, plan.tickets + 1):
         status = _pick(rng, STATUS_WEIGHTS)
@@ -191,9 +197,25 @@ def demo_tickets(
                 "external_id": f"demo-{plan.slug}-{i:04d}",
                 "created": created,
                 "updated": created + touched,
+                "since": _status_since(since_rng, status, created, created + touched, now),
             }
         )
     return out
+
+
+# How long ago a demo ticket entered its status, in days: a few resolved and pending tickets
+# are past the demo's time rules (7 and 3 days) when `dev` starts, so its first run has tickets
+# to show; the others come due over the following days, not all in the first minute.
+SINCE_DAYS = {TicketStatus.RESOLVED: (0.2, 8.0), TicketStatus.PENDING: (0.1, 3.5)}
+
+
+def _status_since(
+    rng: random.Random, status: TicketStatus, created: datetime, updated: datetime, now: datetime
+) -> datetime:
+    low, high = SINCE_DAYS.get(status, (0.0, 0.0))
+    if high == 0.0:
+        return created if status is TicketStatus.OPEN else updated
+    return max(created, now - timedelta(days=rng.uniform(low, high)))
 
 
 async def _ensure_tickets(
@@ -205,9 +227,9 @@ async def _ensure_tickets(
         result = await conn.execute(
             sa.text(
                 "INSERT INTO ticket (team_id, title, body, status, priority, creator_id, "
-                "assignee_id, external_id, created_at, updated_at) "
+                "assignee_id, external_id, created_at, updated_at, status_since) "
                 "VALUES (:team, :title, :body, :status, :priority, :creator, :assignee, "
-                ":external_id, :created, :updated) "
+                ":external_id, :created, :updated, :since) "
                 "ON CONFLICT (team_id, external_id) DO NOTHING"
             ),
             rows,
@@ -230,7 +252,8 @@ async def seed_demo(rt: Runtime) -> SeedReport:
             for name in DEMO_TEAMS
         }  # fmt: skip
         n_messages = await threads.ensure_threads(conn, staff, str(SEED), rt.clock())
-    return SeedReport(n_teams, n_users, n_members, n_tickets, n_messages)
+        n_clocks = await clocks.ensure_clocks(conn, teams[ACME], users["zhou"], rt.clock())
+    return SeedReport(n_teams, n_users, n_members, n_tickets, n_messages, n_clocks)
 
 
 # --- Bulk data for benchmarks --------------------------------------------------------------
