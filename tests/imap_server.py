@@ -191,6 +191,11 @@ class ImapServer:
             typ, said = imap.append(folder, "", None, raw)
             assert typ == "OK", said
 
+    def create_folder(self, folder: str) -> None:
+        with self.client() as imap:
+            typ, said = imap.create(folder)
+            assert typ == "OK", said
+
     def append_many(self, raws: list[bytes], folder: str = "INBOX") -> None:
         with self.client() as imap:
             for raw in raws:

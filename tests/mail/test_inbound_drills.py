@@ -2,12 +2,16 @@
 Dovecot (tests/imap_server.py) behind a TCP proxy that slows or cuts the connection, real worker
 processes killed with SIGKILL, a private PostgreSQL stopped and started mid-batch. Each ends with
 every message stored once and made into exactly one ticket (counted by Message-ID). The
-kill -9 mid-parse drill is tests/mail/test_mailboxes.py's."""
+kill -9 mid-parse drill is tests/mail/test_mailboxes.py's. A mail loop — two of the desk's
+mailboxes forwarding to each other, two auto-responders answering through a ticket — stops by
+itself (Auto-Submitted, the loop guard) within a bounded number of messages."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +21,17 @@ import sqlalchemy as sa
 from desk.core.clock import utcnow
 from desk.core.runtime import Runtime
 from desk.core.settings import Settings, load_settings
-from desk.work import mail_parse, mailboxes
+from desk.work import conversation, mail_gate, mail_parse, mailboxes
 from desk.work.mailboxes import Mailbox
 from jobs.execution import execute
 from jobs.processors import registry
 from taskdesk import migrate
 from taskdesk.embedded import PostgresServer
-from tests.factories import World, make_world
+from tests.factories import World, add_ticket, make_world
 from tests.helpers import WorkerProcess, wait_for, wait_until
 from tests.imap_server import PASSWORD, USER, ImapServer, Proxy, available, running
-from tests.mail.inbound_helpers import mail, q
+from tests.mail.inbound_helpers import mail, mailbox, q
+from tests.smtp_server import SmtpServer
 
 
 @pytest.fixture
@@ -210,3 +215,118 @@ async def test_the_database_restarting_mid_batch_stores_and_tickets_every_messag
         worker.stop()
     assert at_stop < n, "the outage landed mid-fetch"
     await _exactly_once(rt, box, n, tag)
+
+
+# A mail loop: what the desk sends is delivered back into a mailbox (`deliver` says where, and
+# what a relay or an auto-responder makes of it); the rounds go on until nothing more is sent.
+Deliver = Callable[[EmailMessage], list[tuple[str, bytes]]]
+
+
+async def _loop(rt: Runtime, smtp: SmtpServer, imap: ImapServer, boxes: list[Mailbox],
+                deliver: Deliver, *, limit: int = 40) -> int:  # fmt: skip
+    """Rounds until the desk sends nothing new; returns how many mails were delivered."""
+    seen = delivered = 0
+    for _ in range(limit):
+        for box in boxes:
+            await _run_scoped(rt, "MAIL_FETCH", box)
+            await _run_scoped(rt, "MAIL_PARSE", box)
+        for task in await q(rt, "SELECT id, run FROM background_task WHERE kind = 'EMAIL' "
+                            "AND status = 'WAITING' ORDER BY id"):  # fmt: skip
+            assert await execute(rt, registry(), task.id, task.run) == "done"
+        sent = smtp.messages()[seen:]
+        seen += len(sent)
+        out = [d for m in sent for d in deliver(m)]
+        if not out:
+            return delivered
+        for folder, raw in out:
+            imap.append(raw, folder)
+        delivered += len(out)
+    raise AssertionError(f"the loop did not stop: {delivered} mails in {limit} rounds")
+
+
+async def _run_scoped(rt: Runtime, kind: str, box: Mailbox) -> None:
+    found = await q(
+        rt, "SELECT id, run FROM background_task WHERE kind = :k AND status = 'WAITING' "
+        "AND scope_key = :s", k=kind, s=mailboxes.scope(box.id),
+    )  # fmt: skip
+    for task in found:
+        assert await execute(rt, registry(), task.id, task.run) == "done"
+
+
+async def _user(rt: Runtime, team: int, email: str, role: str) -> int:
+    async with rt.engine.begin() as conn:
+        uid = (await conn.execute(sa.text(
+            "INSERT INTO app_user (email, display_name) VALUES (:e, :e) RETURNING id"
+        ), {"e": email})).scalar_one()  # fmt: skip
+        await conn.execute(
+            sa.text("INSERT INTO membership (user_id, team_id, role) VALUES (:u, :t, :r)"),
+            {"u": uid, "t": team, "r": role},
+        )
+    return int(uid)
+
+
+@pytest.mark.parametrize("relay_strips_headers", [False, True])
+async def test_two_desk_mailboxes_forwarding_to_each_other_stop_by_themselves(
+    mail_rt: Runtime, world: World, smtp: SmtpServer, imap: ImapServer, relay_strips_headers: bool
+) -> None:
+    rt = mail_rt
+    rt.settings = rt.settings.model_copy(update={"mail_idle_seconds": 0})
+    for folder in ("A", "B"):
+        imap.create_folder(folder)
+    # Each team's assignee forwards to the other team's mailbox.
+    to_b = await _user(rt, world.team, "help-b@loop.test", "STAFF")
+    await _user(rt, world.other_team, "help-a@loop.test", "STAFF")
+    ticket = await add_ticket(rt, world.team, world.customer, "Loop start", assignee=to_b)
+    a = await mailbox(rt, world.team, world.admin, port=imap.port, folder="A", password=PASSWORD)
+    b = await mailbox(
+        rt, world.other_team, world.outsider, port=imap.port, folder="B", password=PASSWORD
+    )
+    folders = {"help-a@loop.test": "A", "help-b@loop.test": "B"}
+
+    def relay(m: EmailMessage) -> list[tuple[str, bytes]]:
+        folder = folders.get(str(m["To"]).lower())
+        if folder is None:
+            return []
+        if relay_strips_headers:
+            del m["Auto-Submitted"]
+        return [(folder, m.as_bytes())]
+
+    await conversation.post_message(rt, world.customer, ticket, "Anyone there?")
+    assert await _loop(rt, smtp, imap, [a, b], relay) == 1  # one mail across, none back
+    [got] = await q(rt, "SELECT outcome FROM inbound_mail WHERE mailbox_id = :b", b=b.id)
+    # Our own Auto-Submitted: ignored; stripped by the relay, it opens a ticket, which mails
+    # nobody (only replies are mailed), and A's Message-IDs never thread into B's tickets.
+    assert got.outcome == ("ticket" if relay_strips_headers else "automatic")
+    assert await q(rt, "SELECT id FROM inbound_mail WHERE mailbox_id = :b", b=a.id) == []
+
+
+async def test_two_auto_responders_answering_through_a_ticket_are_stopped_by_the_loop_guard(
+    mail_rt: Runtime, world: World, smtp: SmtpServer, imap: ImapServer
+) -> None:
+    """The customer and the assignee each have an auto-responder that strips Auto-Submitted and
+    answers every mail in its thread: each answer is a reply that mails the other side."""
+    rt = mail_rt
+    rt.settings = rt.settings.model_copy(update={"mail_idle_seconds": 0})
+    box = await mailbox(rt, world.team, world.admin, port=imap.port, password=PASSWORD)
+    ticket = world.tickets["login"]  # Lin's, assigned to Chen
+    responders = {"lin@acme.test", "chen@acme.test"}
+
+    def respond(m: EmailMessage) -> list[tuple[str, bytes]]:
+        who = str(m["To"]).lower()
+        if who not in responders:
+            return []
+        answer = mail(who, f"Re: {m['Subject']}", "I am away.", f"<{uuid.uuid4()}@acme.test>",
+                      In_Reply_To=str(m["Message-ID"]), References=str(m["Message-ID"]))  # fmt: skip
+        return [("INBOX", answer)]
+
+    await conversation.post_message(rt, world.staff, ticket, "Did that help?")
+    delivered = await _loop(rt, smtp, imap, [box], respond)
+    # Each responder's replies to the ticket beyond LOOP_REPLIES are marked automatic (and mail
+    # nobody), so the loop ends after about 2 x LOOP_REPLIES answers.
+    assert mail_gate.LOOP_REPLIES < delivered <= 2 * (mail_gate.LOOP_REPLIES + 1)
+    rows = await q(rt, "SELECT sender, outcome, problem FROM inbound_mail WHERE mailbox_id = :b "
+                   "ORDER BY id", b=box.id)  # fmt: skip
+    assert rows[-1].outcome == "automatic" and "loop guard" in rows[-1].problem
+    for who in responders:
+        replies = [r for r in rows if r.sender == who and r.outcome == "reply"]
+        assert len(replies) <= mail_gate.LOOP_REPLIES
