@@ -8,11 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from desk.console import mailboxes as console_mailboxes
 from desk.console import scrape as collector
 from desk.core.runtime import Runtime
+from desk.core.settings import ConfigError, load_settings
 from desk.people.operators import Scope
 from desk.work import dev_inbound
 from tests.console.conftest import HTML
@@ -137,3 +139,20 @@ async def test_the_page_and_its_alert_render_fully_in_chinese(page_as, world, op
     assert r.status_code == 200 and 'lang="zh-Hans"' in r.text
     assert "2 个邮箱已超过 10 分钟未收取" in r.text
     assert ZH.missing == set()
+
+
+@pytest.mark.parametrize("raw", ["0", "soon", "-5", "10081"])
+def test_a_bad_mailbox_stale_minutes_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("MAILBOX_STALE_MINUTES", raw)
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert "  MAILBOX_STALE_MINUTES: " in str(exc.value.code)
+
+
+def test_mailbox_stale_minutes_defaults_to_ten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAILBOX_STALE_MINUTES", raising=False)
+    assert load_settings().mailbox_stale_minutes == 10
+    monkeypatch.setenv("MAILBOX_STALE_MINUTES", "30")
+    assert load_settings().mailbox_stale_minutes == 30
