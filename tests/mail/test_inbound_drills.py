@@ -1,8 +1,9 @@
 """Drills of mail in with real processes (issue 42; docs/architecture.md, "Mail in"): a real
 Dovecot (tests/imap_server.py) behind a TCP proxy that slows or cuts the connection, real worker
 processes killed with SIGKILL, a private PostgreSQL stopped and started mid-batch. Each ends with
-every message stored once and made into exactly one ticket (counted by Message-ID). The
-kill -9 mid-parse drill is tests/mail/test_mailboxes.py's. A mail loop — two of the desk's
+every message stored once and made into exactly one ticket (counted by Message-ID). A kill
+-9 mid-parse of replies posts each reply and its e-mails once (tests/mail/test_mailboxes.py has
+the one of new tickets). A mail loop — two of the desk's
 mailboxes forwarding to each other, two auto-responders answering through a ticket — stops by
 itself (Auto-Submitted, the loop guard) within a bounded number of messages."""
 
@@ -330,3 +331,57 @@ async def test_two_auto_responders_answering_through_a_ticket_are_stopped_by_the
     for who in responders:
         replies = [r for r in rows if r.sender == who and r.outcome == "reply"]
         assert len(replies) <= mail_gate.LOOP_REPLIES
+
+
+@pytest.mark.slow
+async def test_kill_9_mid_parse_of_replies_posts_each_reply_and_its_emails_once(
+    rt: Runtime, world: World, settings: Settings, smtp: SmtpServer, imap: ImapServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Replies take the conversation's post (its e-mails reserved in its transaction): killed
+    mid-parse, each still becomes one message with one e-mail per recipient."""
+    rt.clock = utcnow
+    n = 150
+    async with rt.engine.begin() as conn:  # n customers with a ticket each, replying by mail
+        made = await conn.execute(sa.text(
+            "WITH u AS (INSERT INTO app_user (email, display_name) SELECT 'r' || g || "
+            " '@cust.test', 'R' || g FROM generate_series(1, :n) g RETURNING id, email), "
+            "m AS (INSERT INTO membership (user_id, team_id, role) SELECT id, :t, 'CUSTOMER' "
+            " FROM u) INSERT INTO ticket (team_id, title, status, priority, creator_id) "
+            "SELECT :t, 'Reply drill', 'OPEN', 'NORMAL', id FROM u RETURNING id, "
+            " (SELECT email FROM u WHERE u.id = creator_id) AS email"
+        ), {"n": n, "t": world.team})  # fmt: skip
+        tickets = {r.id: r.email for r in made}
+    imap.append_many(
+        [mail(e, f"Re: [#{t}] Reply drill", "Still broken.", f"<rd{t}@cust.test>")
+         for t, e in tickets.items()]
+    )  # fmt: skip
+    box = await mailbox(rt, world.team, world.admin, port=imap.port, password=PASSWORD)
+
+    async def replies() -> int:
+        found = await q(rt, "SELECT count(*) AS c FROM inbound_mail WHERE outcome = 'reply'")
+        return int(found[0].c)
+
+    first = _worker(settings, tmp_path / "w1.log", smtp_url=smtp.url)
+    try:
+        await wait_for(lambda: _at_least(replies(), 1), timeout=60, what="the parse under way")
+        first.kill()
+        at_kill = await replies()
+    finally:
+        first.stop()
+    second = _worker(settings, tmp_path / "w2.log", smtp_url=smtp.url)
+    try:
+        await wait_for(lambda: _at_least(replies(), n), timeout=120, what="every reply")
+    finally:
+        second.stop()
+    assert at_kill < n, "the kill landed mid-parse"
+    posted = await q(
+        rt, "SELECT m.ticket_id, m.id, count(e.task_id) AS emails, "
+        " count(DISTINCT e.recipient_id) AS recipients FROM ticket_message m "
+        "LEFT JOIN message_email e ON e.message_id = m.id WHERE m.ticket_id = ANY(:t) "
+        "GROUP BY m.ticket_id, m.id", t=list(tickets),
+    )  # fmt: skip
+    assert sorted(p.ticket_id for p in posted) == sorted(tickets)  # one message per ticket
+    assert {(p.emails, p.recipients) for p in posted} == {(2, 2)}  # the team's admin and staff
+    stored = await q(rt, "SELECT ticket_id FROM inbound_mail WHERE mailbox_id = :b", b=box.id)
+    assert sorted(s.ticket_id for s in stored) == sorted(tickets)
