@@ -20,13 +20,7 @@ from desk.reads import lookups
 from schema import problems as e
 from schema.context import Context, ctx_of
 from schema.problems import attempt
-
-
-@strawberry.enum(description="An SLA target: what a ticket's clock waits for.")
-class SlaTarget(Enum):
-    FIRST_RESPONSE = "first_response"
-    NEXT_RESPONSE = "next_response"
-    RESOLUTION = "resolution"
+from schema.ticket_sla import SlaTarget  # a ticket's clocks name it too (schema/types.py)
 
 
 @strawberry.enum(description="A day of the week, Monday first.")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 
@@ -17,9 +16,6 @@ from desk.helpdesk.sla import Clock
 from desk.helpdesk.sla_state import SlaState, state_of
 from desk.work import sla_timers
 from schema.context import ctx_of
-
-if TYPE_CHECKING:
-    from schema.sla import SlaTarget
 
 strawberry.enum(
     SlaState,
@@ -50,6 +46,13 @@ async def state(
     return state_of(due_at, breached_at, ctx_of(info).now())
 
 
+@strawberry.enum(description="An SLA target: what a ticket's clock waits for.")
+class SlaTarget(Enum):
+    FIRST_RESPONSE = "first_response"
+    NEXT_RESPONSE = "next_response"
+    RESOLUTION = "resolution"
+
+
 @strawberry.enum(description="Where one SLA target's clock stands.")
 class SlaClockState(Enum):
     RUNNING = "running"
@@ -60,8 +63,7 @@ class SlaClockState(Enum):
 
 @strawberry.type(description="One SLA target of a ticket, at the request's time.")
 class SlaClock:
-    # schema.sla builds on schema.problems, which builds on the ticket types: a lazy reference.
-    target: Annotated[SlaTarget, strawberry.lazy("schema.sla")]
+    target: SlaTarget
     state: SlaClockState
     started_at: datetime
     due_at: datetime | None = strawberry.field(description="Null while paused.")
@@ -72,8 +74,6 @@ class SlaClock:
 
     @classmethod
     def of(cls, c: Clock) -> SlaClock:
-        from schema.sla import SlaTarget
-
         return cls(
             target=SlaTarget(c.target), state=SlaClockState(c.state), started_at=c.started_at,
             due_at=c.due_at, warn_at=c.warn_at, remaining_seconds=c.left,
