@@ -2,7 +2,8 @@
 (tests/imap_server.py; docs/architecture.md, "Mail in"): a server whose certificate no trusted
 CA signed is refused — by "test connection" with the `tls` step, by a fetch with the error
 noted on the mailbox — until MAIL_CA_FILE names its CA; a message appended while a fetch waits
-in IDLE is stored at once, not a cadence later."""
+in IDLE is stored at once, not a cadence later; a connection dropped in IDLE is noted on the mailbox and
+the next fetch goes on (and clears it)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from jobs.execution import execute
 from jobs.processors import registry
 from tests.factories import World
 from tests.helpers import PATIENCE, wait_for
-from tests.imap_server import PASSWORD, USER, ImapServer, available, running
+from tests.imap_server import PASSWORD, USER, ImapServer, Proxy, available, running
 from tests.mail.inbound_helpers import mail, q
 
 
@@ -136,3 +137,36 @@ async def test_idle_stores_an_appended_message_at_once_not_a_cadence_later(
     assert nxt.run_at == rt.clock()
     parse = await q(rt, "SELECT id FROM background_task WHERE kind = 'MAIL_PARSE'")
     assert len(parse) == 1
+
+
+async def test_a_connection_dropped_in_idle_is_noted_and_the_next_fetch_goes_on(
+    rt: Runtime, world: World, imap: ImapServer
+) -> None:
+    proxy = Proxy(imap.port)
+    try:
+        rt.settings = rt.settings.model_copy(update={"mail_idle_seconds": 30.0})
+        box = await _mailbox(rt, world, proxy.port, tls=False, cadence=3600)
+        task = await _waiting_fetch(rt)
+        job = asyncio.create_task(execute(rt, registry(), task.id, task.run))
+
+        async def first_pass() -> bool:
+            found = await q(rt, "SELECT last_fetch_at FROM mailbox WHERE id = :b", b=box.id)
+            return found[0].last_fetch_at is not None
+
+        await wait_for(first_pass, timeout=30, what="the fetch's first pass")
+        proxy.drop_all()  # the server restarts while the fetch waits in IDLE
+        assert await asyncio.wait_for(job, timeout=60) == "retry"
+        [mb] = await q(rt, "SELECT last_error FROM mailbox WHERE id = :b", b=box.id)
+        assert "closed the connection" in mb.last_error
+        imap.append(mail("cy@cust.test", "After the drop", "Hi.", "<drop1@cust.test>"))
+        rt.settings = rt.settings.model_copy(update={"mail_idle_seconds": 0})
+        async with rt.engine.begin() as conn:  # the retry due now instead of after its backoff
+            await conn.execute(sa.text("UPDATE background_task SET run_at = :now "
+                                       "WHERE kind = 'MAIL_FETCH'"), {"now": rt.clock()})  # fmt: skip
+        assert await _fetch(rt) == "done"
+        [mb] = await q(rt, "SELECT last_error FROM mailbox WHERE id = :b", b=box.id)
+        assert mb.last_error is None
+        stored = await q(rt, "SELECT message_id FROM inbound_mail WHERE mailbox_id = :b", b=box.id)
+        assert [s.message_id for s in stored] == ["<drop1@cust.test>"]
+    finally:
+        proxy.close()
