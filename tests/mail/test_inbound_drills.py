@@ -1,11 +1,11 @@
 """Drills of mail in with real processes (issue 42; docs/architecture.md, "Mail in"): a real
 Dovecot (tests/imap_server.py) behind a TCP proxy that slows or cuts the connection, real worker
 processes killed with SIGKILL, a private PostgreSQL stopped and started mid-batch. Each ends with
-every message stored once and made into exactly one ticket (counted by Message-ID). A kill
--9 mid-parse of replies posts each reply and its e-mails once (tests/mail/test_mailboxes.py has
-the one of new tickets). A mail loop — two of the desk's
-mailboxes forwarding to each other, two auto-responders answering through a ticket — stops by
-itself (Auto-Submitted, the loop guard) within a bounded number of messages."""
+every message stored once and made into exactly one ticket (counted by Message-ID). A kill -9
+mid-parse of replies posts each reply and its e-mails once (tests/mail/test_mailboxes.py has the
+one of new tickets). A mail loop — two of the desk's mailboxes forwarding to each other, two
+auto-responders answering through a ticket — stops by itself (Auto-Submitted, the loop guard)
+within a bounded number of messages."""
 
 from __future__ import annotations
 
