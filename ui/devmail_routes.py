@@ -22,6 +22,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
+from desk.core import inputs
 from desk.core.errors import NotFound, ValidationProblem
 from desk.core.settings import Env
 from desk.work import dev_inbound, mail_sink
@@ -122,6 +123,6 @@ async def sent_one(
     _dev_only(rt)
     v = await page_viewer(request, rt)
     found = await dev_inbound.status(rt, inbound_id)
-    context = {"v": v, "sent": found, "task_id": int(task) if task.isdigit() else None}
+    context = {"v": v, "sent": found, "task_id": inputs.optional_id(task)}
     block = "sent_status" if is_htmx(request) else None
     return render(request, "devmail.html", context, block=block)

@@ -58,6 +58,9 @@ async def test_admin_saves_the_policy_and_sees_it_back(page_as, world, rt) -> No
         ({"hours_mon": "17:00-09:00"}, "hours"),
         ({"holidays": "25.12.2026"}, "holidays"),
         ({"min_first_response_URGENT": "soon"}, "first_response"),
+        ({"min_first_response_URGENT": "9" * 5000}, "first_response"),
+        ({"min_first_response_URGENT": "²"}, "first_response"),
+        ({"warn_percent": "9" * 5000}, "warn_share"),
         ({"warn_percent": "150"}, "warn_share"),
     ],
 )
