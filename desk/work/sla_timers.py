@@ -56,7 +56,7 @@ _WAITING = (
 FACTS = (
     "t.id, t.team_id, t.creator_id, t.assignee_id, t.title, t.priority, t.status, t.revision,"
     " t.created_at, t.first_response_at, t.status_since, t.sla_due_at, t.sla_breached_at,"
-    " p.calendar, p.targets, p.warn_share,"
+    " p.calendar, p.targets, p.warn_share, p.updated_at AS policy_at,"
     " CASE WHEN p.team_id IS NOT NULL THEN ARRAY(SELECT h.at FROM ticket_history h"
     "  WHERE h.ticket_id = t.id AND h.field = 'status' ORDER BY h.id) END AS s_at,"
     " CASE WHEN p.team_id IS NOT NULL THEN ARRAY(SELECT h.new_value FROM ticket_history h"
@@ -177,7 +177,7 @@ def plan(row: Any, now: datetime) -> Plan:
     """What the ticket's clocks ask of the ledger at `now`: its due and breach instants and the
     timers to queue — none for a resolved ticket, none for an alert already fired for the same
     target, kind and due instant (in whatever revision: a customer's second message moves the
-    revision, not the first response's due time)."""
+    revision, not the first response's due time), none for a breach due before the policy."""
     found = ticket_clocks(row, now)
     if found is None:
         return Plan(None, None)
@@ -194,10 +194,19 @@ def plan(row: Any, now: datetime) -> Plan:
         if c.state == "running" and c.warn_at is not None:
             wanted.insert(0, (WARNING, max(c.warn_at, now)))
         for kind, at in wanted:
-            if (c.target, kind, c.due_at) not in fired:
-                timers.append(Timer(c.target, kind, at, c.due_at))
+            if (c.target, kind, c.due_at) in fired or _before_policy(row, kind, c.due_at):
+                continue
+            timers.append(Timer(c.target, kind, at, c.due_at))
     running = [c.due_at for c in cs if c.state == "running" and c.due_at is not None]
     return Plan(min(running, default=None), min(breaches, default=None), timers)
+
+
+def _before_policy(row: Any, kind: str, due_at: datetime) -> bool:
+    """A breach due before the team's policy took its present form: recorded on the ticket
+    (`sla_breached_at`), never announced — saving a policy over months-old tickets must not send
+    the team a breach notice for each of them at once."""
+    since = row["policy_at"]
+    return kind == BREACH and since is not None and due_at < since
 
 
 async def replan(

@@ -15,6 +15,7 @@ from desk.helpdesk import sla_store, tickets
 from desk.work import conversation
 from tests.counting import counting
 from tests.factories import World
+from tests.helpers import run_task
 
 ALWAYS = {"zone": "UTC", "hours": {d: ["00:00-24:00"] for d in
           ("mon", "tue", "wed", "thu", "fri", "sat", "sun")}}  # fmt: skip
@@ -137,8 +138,8 @@ async def test_a_dst_week_and_a_holiday_through_the_replan(rt: Runtime, world: W
     Tuesday 09:00 CET (08:00 UTC, no longer 07:00)."""
     week = {d: ["09:00-17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
     berlin = {"zone": "Europe/Berlin", "hours": week, "holidays": ["2026-10-26"]}
-    await policy(rt, world, berlin, first_response={"URGENT": 4 * 3600})
     rt.clock.now = datetime(2026, 10, 23, 14, 0, tzinfo=UTC)  # type: ignore[attr-defined]
+    await policy(rt, world, berlin, first_response={"URGENT": 4 * 3600})
     made = await tickets.create_ticket(rt, world.customer, world.team, "Down", "x", "URGENT")
     t = made.id or 0
     due = datetime(2026, 10, 27, 11, 0, tzinfo=UTC)  # Tuesday 12:00 CET
@@ -152,3 +153,33 @@ async def test_a_dst_week_and_a_holiday_through_the_replan(rt: Runtime, world: W
     rt.clock.now = datetime(2026, 10, 27, 9, 0, tzinfo=UTC)  # type: ignore[attr-defined]
     reopened = await tickets.update_ticket(rt, world.staff, t, status="OPEN")
     assert reopened.sla_due_at == datetime(2026, 10, 27, 12, 30, tzinfo=UTC)  # 13:30 CET
+
+
+async def test_a_policy_saved_over_an_old_ticket_records_its_breach_and_announces_none(
+    rt: Runtime, world: World
+) -> None:
+    """A team that starts an SLA over its backlog hears nothing of breaches due before it."""
+    rt.clock.now = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)  # type: ignore[attr-defined]
+    made = await tickets.create_ticket(rt, world.customer, world.team, "Old", "x", "URGENT")
+    t = made.id or 0
+    rt.clock.now = datetime(2026, 10, 5, 9, 0, tzinfo=UTC)  # type: ignore[attr-defined]
+    await policy(rt, world)  # urgent: first response within 1 h, resolution within a day
+    async with rt.engine.connect() as conn:
+        [(run,)] = (
+            await conn.execute(
+                sa.text(
+                    "SELECT id FROM background_task WHERE kind = 'SLA_TIMER' "
+                    "AND scope_key LIKE 'sla-team:%' AND status = 'WAITING'"
+                )
+            )
+        ).all()
+    await run_task(rt, run)
+    assert await timers(rt, t) == []
+    async with rt.engine.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.text("SELECT sla_due_at, sla_breached_at FROM ticket WHERE id = :t"), {"t": t}
+            )
+        ).one()
+    assert row.sla_due_at is None
+    assert row.sla_breached_at == made.created_at + timedelta(hours=1)
