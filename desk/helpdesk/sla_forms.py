@@ -35,12 +35,12 @@ class PolicyForm:
 def minutes_of(target: str, priority: str, value: Any) -> int:
     """A target's minutes as a face wrote them; ValidationProblem naming the target."""
     try:  # the edge's own integer check: ASCII digits only (no `²`, no 5,000 digits)
-        value = inputs.integer(target, value, hi=inputs.MAX_INT4)
+        minutes = inputs.integer(target, value, hi=2**63)
     except ValidationProblem:
         raise ValidationProblem(target, f"{priority}: give whole minutes, e.g. 60") from None
-    if not 1 <= value <= MAX_MINUTES:
+    if not 1 <= minutes <= MAX_MINUTES:
         raise ValidationProblem(target, f"{priority}: between 1 and {MAX_MINUTES} minutes")
-    return value
+    return minutes
 
 
 def docs(form: PolicyForm) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
