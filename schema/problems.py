@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import strawberry
 from strawberry.scalars import JSON
@@ -19,6 +19,7 @@ from strawberry.types import Info
 from desk.core import errors as desk_errors
 from desk.core.errors import DeskError, RateLimited
 from desk.people import throttle
+from desk.reads import lookups
 from schema.context import Context, ctx_of
 from schema.errors import camel, fail
 from schema.types import Task
@@ -155,3 +156,30 @@ async def attempt_anonymous(
         if not isinstance(result, allowed):
             fail(exc)
         return result
+
+
+T = TypeVar("T")
+TEAM_MISSING = "Team not found."
+
+
+def team_of(team_id: object) -> int:
+    """A team id a client sent; a malformed one is NotFound, exactly as a team that does not
+    exist (for a mutation's `action`, which `attempt` turns into its NotFound)."""
+    team = lookups.parse_id(team_id)
+    if team is None:
+        raise desk_errors.NotFound(TEAM_MISSING)
+    return team
+
+
+async def team_query(
+    info: Info, team_id: object, action: Callable[[Context, int, int], Awaitable[T]]
+) -> T | NotFound:
+    """A query about one team, `action(ctx, user_id, team)` in a slot; a malformed id, a team
+    that does not exist and one the caller may not see all answer the same NotFound."""
+    ctx = ctx_of(info)
+    try:
+        team = team_of(team_id)
+        async with ctx.slot():
+            return await action(ctx, ctx.user_id, team)
+    except desk_errors.NotFound:
+        return NotFound(message=TEAM_MISSING)

@@ -12,14 +12,12 @@ from typing import Annotated
 import strawberry
 from strawberry import ID
 
-from desk.core.errors import NotFound
 from desk.core.models import Priority
 from desk.helpdesk import sla_forms, sla_store
 from desk.helpdesk.sla_store import StoredPolicy
-from desk.reads import lookups
 from schema import problems as e
-from schema.context import Context, ctx_of
-from schema.problems import attempt
+from schema.context import Context
+from schema.problems import attempt, team_of, team_query
 from schema.ticket_sla import SlaTarget  # a ticket's clocks name it too (schema/types.py)
 
 
@@ -129,7 +127,6 @@ SetSlaPolicyResult = Annotated[
 ClearSlaPolicyResult = Annotated[
     SlaPolicyCleared | e.NotFound | e.NotAllowed, strawberry.union("ClearSlaPolicyResult")
 ]
-_MISSING = "Team not found."
 
 
 @strawberry.type
@@ -139,24 +136,11 @@ class SlaQuery:
         "exactly as for a team that does not exist."
     )
     async def sla_policy(self, info: strawberry.Info, team_id: ID) -> SlaPolicyResult:
-        ctx = ctx_of(info)
-        user_id = ctx.user_id
-        team = lookups.parse_id(team_id)
-        if team is None:
-            return e.NotFound(message=_MISSING)
-        try:
-            async with ctx.slot():
-                found = await sla_store.get_team_policy(ctx.rt, user_id, team)
-        except NotFound:
-            return e.NotFound(message=_MISSING)
-        return SlaPolicy.from_stored(found) if found else NoSlaPolicy(team_id=ID(str(team)))
+        async def read(ctx: Context, user_id: int, team: int) -> SlaPolicy | NoSlaPolicy:
+            found = await sla_store.get_team_policy(ctx.rt, user_id, team)
+            return SlaPolicy.from_stored(found) if found else NoSlaPolicy(team_id=ID(str(team)))
 
-
-def _team(team_id: ID) -> int:
-    team = lookups.parse_id(team_id)
-    if team is None:
-        raise NotFound(_MISSING)
-    return team
+        return await team_query(info, team_id, read)
 
 
 @strawberry.type
@@ -174,7 +158,7 @@ class SlaMutation:
             calendar, targets = sla_forms.docs(form)
             share = sla_forms.share_of(form.warn_share)
             stored = await sla_store.set_team_policy(
-                ctx.rt, user_id, _team(team_id), calendar=calendar, targets=targets,
+                ctx.rt, user_id, team_of(team_id), calendar=calendar, targets=targets,
                 warn_share=share,
             )  # fmt: skip
             return SlaPolicy.from_stored(stored)
@@ -187,7 +171,7 @@ class SlaMutation:
         self, info: strawberry.Info, team_id: ID
     ) -> ClearSlaPolicyResult | None:
         async def run(ctx: Context, user_id: int) -> SlaPolicyCleared:
-            team = _team(team_id)
+            team = team_of(team_id)
             had = await sla_store.clear_team_policy(ctx.rt, user_id, team)
             return SlaPolicyCleared(team_id=ID(str(team)), had_policy=had)
 

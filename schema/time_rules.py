@@ -13,17 +13,14 @@ from typing import Annotated
 import strawberry
 from strawberry import ID
 
-from desk.core.errors import NotFound
 from desk.core.models import TaskStatus
 from desk.helpdesk.time_rules import MAX_DAYS, Rules
-from desk.reads import lookups
 from desk.work import rule_runs
 from desk.work.rule_runs import Run, Saved
 from schema import problems as e
-from schema.context import Context, ctx_of
-from schema.problems import attempt
+from schema.context import Context
+from schema.problems import attempt, team_of, team_query
 
-_MISSING = "Team not found."
 RUNS_SHOWN = 10  # the latest runs `timeRules` lists
 
 
@@ -111,13 +108,6 @@ SetTimeRulesResult = Annotated[
 ]
 
 
-def _team(team_id: ID) -> int:
-    team = lookups.parse_id(team_id)
-    if team is None:
-        raise NotFound(_MISSING)
-    return team
-
-
 async def _answer(ctx: Context, user_id: int, team: int, saved: Saved | None = None) -> TimeRules:
     if saved is None:
         saved = await rule_runs.read_rules(ctx.rt, user_id, team)
@@ -132,21 +122,12 @@ class TimeRulesQuery:
         "for anyone else, exactly as for a team that does not exist."
     )
     async def time_rules(self, info: strawberry.Info, team_id: ID) -> TimeRulesResult:
-        ctx = ctx_of(info)
-        user_id = ctx.user_id
-        team = lookups.parse_id(team_id)
-        if team is None:
-            return e.NotFound(message=_MISSING)
-        try:
-            async with ctx.slot():
-                return await _answer(ctx, user_id, team)
-        except NotFound:
-            return e.NotFound(message=_MISSING)
+        return await team_query(info, team_id, _answer)
 
 
 async def _save(info: strawberry.Info, team_id: ID, given: TimeRulesInput | None) -> object:
     async def run(ctx: Context, user_id: int) -> TimeRules:
-        team = _team(team_id)
+        team = team_of(team_id)
         rules = Rules()
         if given is not None:  # Rules checks the days: ValidationProblem naming the rule
             rules = Rules(given.close_resolved_after, given.remind_pending_after,
