@@ -7,6 +7,7 @@ however often the task is retried or rescued (docs/architecture.md, "E-mail").""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,11 +29,19 @@ _OWNER = sa.text(
     "FROM app_user u JOIN team t ON t.id = :team "
     "LEFT JOIN notification_preference p ON p.user_id = u.id WHERE u.id = :u"
 )
-_REMINDED = sa.text(
-    "SELECT u.id, u.email, u.locale, u.timezone FROM app_user u "
-    "JOIN notification_preference p ON p.user_id = u.id AND p.reminder_email "
-    "WHERE u.id = ANY(:ids) ORDER BY u.id"
-)
+
+
+def _wanting(choice: str) -> sa.TextClause:
+    """Of a list of people, those who ticked `choice` (a `notification_preference` column)."""
+    return sa.text(
+        "SELECT u.id, u.email, u.locale, u.timezone FROM app_user u "
+        f"JOIN notification_preference p ON p.user_id = u.id AND p.{choice} "
+        "WHERE u.id = ANY(:ids) ORDER BY u.id"
+    )
+
+
+_REMINDED = _wanting("reminder_email")
+_SLA_WANTING = _wanting("sla_email")
 
 
 def download_path(task_id: int) -> str:
@@ -95,20 +104,8 @@ async def reminder_emails(
             "ticket_id": r.ticket_id, "ticket_title": r.ticket_title[:500],
             "link": f"/tickets/{r.ticket_id}",
         }  # fmt: skip
-        for user in (wanting[u] for u in r.recipients if u in wanting):
-            queued.append(
-                await _queue(
-                    conn,
-                    to=user.email,
-                    template="reminder",
-                    params=params,
-                    locale=user.locale,
-                    timezone=user.timezone,
-                    team_id=r.team_id,
-                    user_id=user.id,
-                    now=now,
-                )
-            )
+        people = [wanting[u] for u in r.recipients if u in wanting]
+        queued += await _mail_each(conn, people, "reminder", params, team_id=r.team_id, now=now)
     return [i for i in queued if i is not None]
 
 
@@ -124,13 +121,6 @@ class SlaAlert:
     due_at: datetime
 
 
-_SLA_WANTING = sa.text(
-    "SELECT u.id, u.email, u.locale, u.timezone FROM app_user u "
-    "JOIN notification_preference p ON p.user_id = u.id AND p.sla_email "
-    "WHERE u.id = ANY(:ids) ORDER BY u.id"
-)
-
-
 async def sla_emails(
     conn: AsyncConnection, alert: SlaAlert, recipients: tuple[int, ...], *, now: datetime
 ) -> list[int]:
@@ -144,21 +134,28 @@ async def sla_emails(
         "target": alert.target, "kind": alert.kind, "due_at": alert.due_at,
         "link": f"/tickets/{alert.ticket_id}",
     }  # fmt: skip
-    queued = [
-        await _queue(
-            conn,
-            to=user.email,
-            template="sla_alert",
-            params=params,
-            locale=user.locale,
-            timezone=user.timezone,
-            team_id=alert.team_id,
-            user_id=user.id,
-            now=now,
-        )
-        for user in wanting
-    ]
+    queued = await _mail_each(conn, wanting, "sla_alert", params, team_id=alert.team_id, now=now)
     return [i for i in queued if i is not None]
+
+
+async def _mail_each(
+    conn: AsyncConnection,
+    people: Sequence[Any],
+    template: str,
+    params: dict[str, object],
+    *,
+    team_id: int,
+    now: datetime,
+) -> list[int | None]:
+    """One e-mail of `template` to each of `people` (`_wanting` rows), in their language and
+    zone."""
+    queued = []
+    for p in people:
+        queued.append(
+            await _queue(conn, to=p.email, template=template, params=params, locale=p.locale,
+                         timezone=p.timezone, team_id=team_id, user_id=p.id, now=now)
+        )  # fmt: skip
+    return queued
 
 
 async def _queue(conn: AsyncConnection, **kw: Any) -> int | None:
