@@ -22,7 +22,8 @@ _HELD = (
     "SELECT i.id, i.mailbox_id, i.raw, b.team_id FROM inbound_mail i "
     "JOIN mailbox b ON b.id = i.mailbox_id JOIN membership ms ON ms.team_id = b.team_id "
     " AND ms.user_id = %(by)s AND ms.role = 'ADMIN' "
-    "WHERE i.id = %(id)s AND i.outcome = 'held' FOR UPDATE OF i"
+    "WHERE i.id = %(id)s AND i.outcome = 'held' "
+    " AND (%(team)s::int IS NULL OR b.team_id = %(team)s::int) FOR UPDATE OF i"
 )
 _ACCEPT = (
     "UPDATE inbound_mail SET parsed_at = NULL, outcome = NULL, "
@@ -34,34 +35,45 @@ _DISCARD = (
 )
 
 
+_GONE = "Held message not found."
+
+
 @dataclass(frozen=True)
 class Released:
     inbound_id: int
     outcome: str  # "accepted" (to be read again by the queued parse) or "discarded"
+    mailbox_id: int
     customer_id: int | None = None
     parse_task_id: int | None = None  # None: the mailbox's parse was already queued
 
 
 async def release_held(
-    db: senders.Conn, inbound_id: int, *, as_customer: bool, by: int, now: datetime
+    db: senders.Conn,
+    inbound_id: int,
+    *,
+    as_customer: bool,
+    by: int,
+    now: datetime,
+    team_id: int | None = None,
 ) -> Released:
     """Accept (`as_customer`) or discard one held mail, in the caller's transaction. NotFound
-        when it is not held, or `by` is not an admin of its mailbox's team. `db` is a transaction
+    when it is not held, not in `team_id`'s mailboxes (when given), or `by` is not an admin of
+    its mailbox's team. `db` is a transaction
     (SQLAlchemy or psycopg), never the autocommit pool: the sender's account, the row and the
     queued parse commit together."""
-    found = await one(db, _HELD, {"id": inbound_id, "by": by})
+    found = await one(db, _HELD, {"id": inbound_id, "by": by, "team": team_id})
     if found is None:
-        raise NotFound("Held mail not found.")
+        raise NotFound(_GONE)
     if not as_customer:
         why = f"discarded by user {by}"
         await one(db, _DISCARD, {"id": inbound_id, "now": now, "why": why})
-        return Released(inbound_id, InboundOutcome.DISCARDED)
+        return Released(inbound_id, InboundOutcome.DISCARDED, found["mailbox_id"])
     mail = inbound.read(bytes(found["raw"]), max_files=0, max_file_bytes=0)
     if "@" not in mail.sender:
-        raise NotFound("Held mail not found.")  # never held: a held mail has a sender
+        raise NotFound(_GONE)  # never held: a held mail has a sender
     customer = await senders.customer_for(db, found["team_id"], mail.sender, mail.sender_name)
     await one(db, _ACCEPT, {"id": inbound_id, "why": f"accepted by user {by}"})
     box = await mailboxes.get(db, found["mailbox_id"])
     assert box is not None
     task = await mailboxes.queue(db, mailboxes.PARSE, box, run_at=now, now=now)
-    return Released(inbound_id, "accepted", customer, task)
+    return Released(inbound_id, "accepted", found["mailbox_id"], customer, task)

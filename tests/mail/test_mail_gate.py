@@ -58,7 +58,7 @@ async def test_an_admin_accepts_held_mail_and_it_is_read_as_usual_or_discards_it
     # exactly as for a row that is not there (or not held).
     for by, row in [(world.staff, first), (world.outsider, first), (world.admin, 10**9)]:
         async with rt.engine.begin() as conn:
-            with pytest.raises(NotFound, match="Held mail not found"):
+            with pytest.raises(NotFound, match="Held message not found"):
                 await release_held(conn, row, as_customer=True, by=by, now=rt.clock())
     async with rt.engine.begin() as conn:
         done = await release_held(conn, first, as_customer=True, by=world.admin, now=rt.clock())
